@@ -1,0 +1,67 @@
+// Package server is exactq's wire layer: it accepts TCP connections, frames and decodes Kafka
+// requests with kmsg, hands each to a Handler in request order and writes the responses back
+// in the same order. It knows nothing about topics, logs or groups.
+package server
+
+import (
+	"context"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Request is one decoded request from a client connection.
+type Request struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      string // empty when the client sent a null client id
+	Body          kmsg.Request
+	Conn          *ConnInfo
+}
+
+// ConnInfo identifies the connection a request arrived on.
+type ConnInfo struct {
+	ID         uint64 // unique per broker process, never reused
+	RemoteAddr net.Addr
+	LocalAddr  net.Addr
+}
+
+// Reply is a handler's answer to one request.
+//
+// Exactly one of Resp and Wait is usually set. Resp is an immediate answer. Wait lets a
+// handler that must wait (a produce waiting for fsync, a fetch long poll) return at once:
+// the server calls Wait off the connection's handling goroutine, in request order, so the
+// next pipelined request can be handled meanwhile while responses still leave in order.
+// Both nil means the request gets no response (produce with acks=0).
+type Reply struct {
+	Resp kmsg.Response
+	Wait func() kmsg.Response
+	// Close closes the connection after any response is written (Kafka closes on some
+	// protocol violations instead of answering).
+	Close bool
+}
+
+// APIRange is one API key with the versions the broker really implements.
+type APIRange struct {
+	Key        int16
+	MinVersion int16
+	MaxVersion int16
+}
+
+// Handler serves decoded requests. The server answers ApiVersions itself from APIs and
+// FinalizedFeatures; every other key it dispatches to Handle only when APIs lists it and
+// the version is in range.
+type Handler interface {
+	// APIs lists the implemented API keys and version ranges (ApiVersions included).
+	APIs() []APIRange
+	// Handle is called for one connection's requests one at a time, in arrival order.
+	// ctx is cancelled when the connection closes or the server shuts down.
+	Handle(ctx context.Context, req *Request) Reply
+	// Features fills the feature fields of an ApiVersions v3+ response (supported and
+	// finalized features such as transaction.version).
+	Features(resp *kmsg.ApiVersionsResponse)
+	// ConnClosed is called once when a connection ends, so per-connection state (fetch
+	// sessions, share sessions) can be released.
+	ConnClosed(conn *ConnInfo)
+}
