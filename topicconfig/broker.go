@@ -1,0 +1,363 @@
+package topicconfig
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Broker config names exactq reads itself.
+const (
+	BrokerNumPartitions                   = "num.partitions"
+	BrokerDefaultReplicationFactor        = "default.replication.factor"
+	BrokerAutoCreateTopicsEnable          = "auto.create.topics.enable"
+	BrokerDeleteTopicEnable               = "delete.topic.enable"
+	BrokerMessageMaxBytes                 = "message.max.bytes"
+	BrokerOffsetsTopicNumPartitions       = "offsets.topic.num.partitions"
+	BrokerOffsetsTopicReplicationFactor   = "offsets.topic.replication.factor"
+	BrokerTxnStateLogNumPartitions        = "transaction.state.log.num.partitions"
+	BrokerTxnStateLogReplicationFactor    = "transaction.state.log.replication.factor"
+	BrokerMaxIncrementalFetchSessionSlots = "max.incremental.fetch.session.cache.slots"
+	BrokerGroupInitialRebalanceDelayMs    = "group.initial.rebalance.delay.ms"
+	BrokerSocketRequestMaxBytes           = "socket.request.max.bytes"
+	BrokerLogDirs                         = "log.dirs"
+	BrokerNodeID                          = "node.id"
+)
+
+// brokerDefs are the BROKER configs exactq knows: every broker synonym of a topic config
+// (so topic describes can show them) plus the broker settings exactq reads. Defaults are
+// Kafka 4.4's (ServerLogConfigs.java, CleanerConfig.java, RemoteLogManagerConfig.java,
+// ServerConfigs/ReplicationConfigs/GroupCoordinatorConfig/TransactionLogConfig).
+var brokerDefs = []*Def{
+	{Name: BrokerNodeID, Type: TypeInt, Default: i64(-1), Doc: "This broker's id."},
+	{Name: BrokerLogDirs, Type: TypeList, Doc: "Directories holding partition logs."},
+	{Name: BrokerNumPartitions, Type: TypeInt, Default: i64(1), validate: atLeast(1), Valid: "[1,...]",
+		Doc: "Partitions of an auto-created topic or of a CreateTopics request with -1 partitions."},
+	{Name: BrokerDefaultReplicationFactor, Type: TypeInt, Default: i64(1),
+		Doc: "Replication factor of auto-created topics or of a CreateTopics request with -1."},
+	{Name: BrokerAutoCreateTopicsEnable, Type: TypeBoolean, Default: str("true"),
+		Doc: "Whether Metadata requests for an unknown topic create it."},
+	{Name: BrokerDeleteTopicEnable, Type: TypeBoolean, Default: str("true"), Doc: "Whether DeleteTopics is allowed."},
+	{Name: BrokerMessageMaxBytes, Type: TypeInt, Default: i64(DefaultMaxMessageBytes), validate: atLeast(0), Valid: "[0,...]",
+		Doc: "Largest record batch accepted; default for max.message.bytes."},
+	{Name: BrokerOffsetsTopicNumPartitions, Type: TypeInt, Default: i64(50), validate: atLeast(1), Valid: "[1,...]",
+		Doc: "Partitions of __consumer_offsets."},
+	{Name: BrokerOffsetsTopicReplicationFactor, Type: TypeShort, Default: i64(3), validate: atLeast(1), Valid: "[1,...]",
+		Doc: "Replication factor of __consumer_offsets."},
+	{Name: BrokerTxnStateLogNumPartitions, Type: TypeInt, Default: i64(50), validate: atLeast(1), Valid: "[1,...]",
+		Doc: "Partitions of __transaction_state."},
+	{Name: BrokerTxnStateLogReplicationFactor, Type: TypeShort, Default: i64(3), validate: atLeast(1), Valid: "[1,...]",
+		Doc: "Replication factor of __transaction_state."},
+	{Name: BrokerMaxIncrementalFetchSessionSlots, Type: TypeInt, Default: i64(1000), validate: atLeast(0), Valid: "[0,...]",
+		Doc: "Most incremental fetch sessions the broker caches (KIP-227)."},
+	{Name: BrokerGroupInitialRebalanceDelayMs, Type: TypeInt, Default: i64(3000),
+		Doc: "How long a new classic group waits for more members before its first rebalance."},
+	{Name: BrokerSocketRequestMaxBytes, Type: TypeInt, Default: i64(100 * 1024 * 1024), validate: atLeast(1), Valid: "[1,...]",
+		Doc: "Largest request the broker reads."},
+
+	// Broker synonyms of topic configs.
+	{Name: "log.segment.bytes", Type: TypeInt, Default: i64(DefaultSegmentBytes), validate: atLeast(1024 * 1024), Valid: "[1048576,...]", Doc: "Default for segment.bytes."},
+	{Name: "log.roll.ms", Type: TypeLong, Doc: "Default for segment.ms; overrides log.roll.hours."},
+	{Name: "log.roll.hours", Type: TypeInt, Default: i64(168), validate: atLeast(1), Valid: "[1,...]", Doc: "Default for segment.ms, in hours."},
+	{Name: "log.roll.jitter.ms", Type: TypeLong, Doc: "Default for segment.jitter.ms; overrides log.roll.jitter.hours."},
+	{Name: "log.roll.jitter.hours", Type: TypeInt, Default: i64(0), validate: atLeast(0), Valid: "[0,...]", Doc: "Default for segment.jitter.ms, in hours."},
+	{Name: "log.index.size.max.bytes", Type: TypeInt, Default: i64(DefaultIndexSizeMaxBytes), validate: atLeast(4), Valid: "[4,...]", Doc: "Default for segment.index.bytes."},
+	{Name: "log.flush.interval.messages", Type: TypeLong, Default: i64(maxLong), validate: atLeast(1), Valid: "[1,...]", Doc: "Default for flush.messages."},
+	{Name: "log.flush.interval.ms", Type: TypeLong, Doc: "Default for flush.ms; overrides log.flush.scheduler.interval.ms."},
+	{Name: "log.flush.scheduler.interval.ms", Type: TypeLong, Default: i64(maxLong), Doc: "Default for flush.ms."},
+	{Name: "log.retention.bytes", Type: TypeLong, Default: i64(-1), Doc: "Default for retention.bytes."},
+	{Name: "log.retention.ms", Type: TypeLong, Doc: "Default for retention.ms; overrides the minutes and hours forms."},
+	{Name: "log.retention.minutes", Type: TypeInt, Doc: "Default for retention.ms, in minutes; overrides log.retention.hours."},
+	{Name: "log.retention.hours", Type: TypeInt, Default: i64(168), Doc: "Default for retention.ms, in hours."},
+	{Name: "log.index.interval.bytes", Type: TypeInt, Default: i64(DefaultIndexIntervalBytes), validate: atLeast(0), Valid: "[0,...]", Doc: "Default for index.interval.bytes."},
+	{Name: "log.cleaner.delete.retention.ms", Type: TypeLong, Default: i64(DefaultDeleteRetentionMs), validate: atLeast(0), Valid: "[0,...]", Doc: "Default for delete.retention.ms."},
+	{Name: "log.cleaner.min.compaction.lag.ms", Type: TypeLong, Default: i64(0), validate: atLeast(0), Valid: "[0,...]", Doc: "Default for min.compaction.lag.ms."},
+	{Name: "log.cleaner.max.compaction.lag.ms", Type: TypeLong, Default: i64(maxLong), validate: atLeast(1), Valid: "[1,...]", Doc: "Default for max.compaction.lag.ms."},
+	{Name: "log.segment.delete.delay.ms", Type: TypeLong, Default: i64(DefaultFileDeleteDelayMs), validate: atLeast(0), Valid: "[0,...]", Doc: "Default for file.delete.delay.ms."},
+	{Name: "log.cleaner.min.cleanable.ratio", Type: TypeDouble, Default: str("0.5"), validate: between(0, 1), Valid: "[0,...,1]", Doc: "Default for min.cleanable.dirty.ratio."},
+	{Name: "log.cleanup.policy", Type: TypeList, Default: str(CleanupDelete), validate: listOf(CleanupCompact, CleanupDelete), Valid: "[compact, delete]", Doc: "Default for cleanup.policy."},
+	{Name: UncleanLeaderElectionEnable, Type: TypeBoolean, Default: str("false"), Doc: "Default for the topic config of the same name."},
+	{Name: MinInsyncReplicas, Type: TypeInt, Default: i64(1), validate: atLeast(1), Valid: "[1,...]", Doc: "Default for the topic config of the same name."},
+	{Name: CompressionType, Type: TypeString, Default: str("producer"), validate: oneOf(compressionTypes...), Valid: "[uncompressed, zstd, lz4, snappy, gzip, producer]", Doc: "Default for the topic config of the same name."},
+	{Name: CompressionGzipLevel, Type: TypeInt, Default: i64(-1), validate: gzipLevel, Valid: "[1,...,9] or -1", Doc: "Default for the topic config of the same name."},
+	{Name: CompressionLz4Level, Type: TypeInt, Default: i64(9), validate: between(1, 17), Valid: "[1,...,17]", Doc: "Default for the topic config of the same name."},
+	{Name: CompressionZstdLevel, Type: TypeInt, Default: i64(3), validate: between(-131072, 22), Valid: "[-131072,...,22]", Doc: "Default for the topic config of the same name."},
+	{Name: "log.preallocate", Type: TypeBoolean, Default: str("false"), Doc: "Default for preallocate."},
+	{Name: "log.message.timestamp.type", Type: TypeString, Default: str(TimestampCreateTime), validate: oneOf(TimestampCreateTime, TimestampLogAppendTime), Valid: "[CreateTime, LogAppendTime]", Doc: "Default for message.timestamp.type."},
+	{Name: "log.message.timestamp.before.max.ms", Type: TypeLong, Default: i64(maxLong), validate: atLeast(0), Valid: "[0,...]", Doc: "Default for message.timestamp.before.max.ms."},
+	{Name: "log.message.timestamp.after.max.ms", Type: TypeLong, Default: i64(DefaultMessageTimestampAfterMaxMs), validate: atLeast(0), Valid: "[0,...]", Doc: "Default for message.timestamp.after.max.ms."},
+	{Name: "log.local.retention.ms", Type: TypeLong, Default: i64(-2), validate: atLeast(-2), Valid: "[-2,...]", Doc: "Default for local.retention.ms."},
+	{Name: "log.local.retention.bytes", Type: TypeLong, Default: i64(-2), validate: atLeast(-2), Valid: "[-2,...]", Doc: "Default for local.retention.bytes."},
+	{Name: "log.remote.copy.lag.ms", Type: TypeLong, Default: i64(0), validate: atLeast(-1), Valid: "[-1,...]", Doc: "Default for remote.copy.lag.ms."},
+	{Name: "log.remote.copy.lag.bytes", Type: TypeLong, Default: i64(-1), validate: atLeast(-1), Valid: "[-1,...]", Doc: "Default for remote.copy.lag.bytes."},
+}
+
+var brokerDefsByName = func() map[string]*Def {
+	m := make(map[string]*Def, len(brokerDefs))
+	for _, d := range brokerDefs {
+		d.ReadOnly = true // exactq has no dynamic broker configs yet
+		m[d.Name] = d
+	}
+	return m
+}()
+
+// LookupBroker returns the definition of a broker config exactq knows, or nil.
+func LookupBroker(name string) *Def { return brokerDefsByName[name] }
+
+// BrokerDefaults is the broker's static configuration as far as topics care: values the
+// operator set (STATIC_BROKER_CONFIG) over Kafka's defaults (DEFAULT_CONFIG). A nil
+// *BrokerDefaults means "everything at Kafka's default". It is immutable once built.
+type BrokerDefaults struct {
+	static map[string]string // canonical values the operator set, by broker config name
+	values map[string]any    // parsed effective values (static over default); absent = null
+}
+
+// NewBrokerDefaults validates the operator's broker settings (names must be among the
+// broker configs exactq knows) and returns the defaults view.
+func NewBrokerDefaults(static map[string]string) (*BrokerDefaults, error) {
+	b := &BrokerDefaults{static: map[string]string{}, values: map[string]any{}}
+	for _, d := range brokerDefs {
+		if d.Default != nil {
+			v, err := parse(d.Name, *d.Default, d.Type)
+			if err != nil {
+				panic("topicconfig: bad built-in default: " + err.Error())
+			}
+			b.values[d.Name] = v
+		}
+	}
+	for name, raw := range static {
+		d := brokerDefsByName[name]
+		if d == nil {
+			return nil, invalidConfig("Unknown broker config name: %s", name)
+		}
+		v, err := parseValid(d, raw)
+		if err != nil {
+			return nil, err
+		}
+		b.static[name] = format(v)
+		b.values[name] = v
+	}
+	return b, nil
+}
+
+var kafkaDefaults, _ = NewBrokerDefaults(nil)
+
+// KafkaDefaults is the broker view with every setting at Kafka's default.
+func KafkaDefaults() *BrokerDefaults { return kafkaDefaults }
+
+func (b *BrokerDefaults) orDefault() *BrokerDefaults {
+	if b == nil {
+		return kafkaDefaults
+	}
+	return b
+}
+
+// staticValue returns what the operator set for a broker config.
+func (b *BrokerDefaults) staticValue(name string) (string, bool) {
+	v, ok := b.orDefault().static[name]
+	return v, ok
+}
+
+func (b *BrokerDefaults) value(name string) any { return b.orDefault().values[name] }
+
+func (b *BrokerDefaults) int32(name string) int32 {
+	switch v := b.value(name).(type) {
+	case int32:
+		return v
+	case int16:
+		return int32(v)
+	}
+	return 0
+}
+
+// NumPartitions is num.partitions (default 1).
+func (b *BrokerDefaults) NumPartitions() int32 { return b.int32(BrokerNumPartitions) }
+
+// DefaultReplicationFactor is default.replication.factor (default 1).
+func (b *BrokerDefaults) DefaultReplicationFactor() int16 {
+	return int16(b.int32(BrokerDefaultReplicationFactor))
+}
+
+// AutoCreateTopicsEnable is auto.create.topics.enable (default true).
+func (b *BrokerDefaults) AutoCreateTopicsEnable() bool {
+	return b.value(BrokerAutoCreateTopicsEnable).(bool)
+}
+
+// DeleteTopicEnable is delete.topic.enable (default true).
+func (b *BrokerDefaults) DeleteTopicEnable() bool { return b.value(BrokerDeleteTopicEnable).(bool) }
+
+// MessageMaxBytes is message.max.bytes (default 1048588).
+func (b *BrokerDefaults) MessageMaxBytes() int32 { return b.int32(BrokerMessageMaxBytes) }
+
+// OffsetsTopicNumPartitions is offsets.topic.num.partitions (default 50).
+func (b *BrokerDefaults) OffsetsTopicNumPartitions() int32 {
+	return b.int32(BrokerOffsetsTopicNumPartitions)
+}
+
+// TransactionStateLogNumPartitions is transaction.state.log.num.partitions (default 50).
+func (b *BrokerDefaults) TransactionStateLogNumPartitions() int32 {
+	return b.int32(BrokerTxnStateLogNumPartitions)
+}
+
+// MaxIncrementalFetchSessionCacheSlots is max.incremental.fetch.session.cache.slots
+// (default 1000).
+func (b *BrokerDefaults) MaxIncrementalFetchSessionCacheSlots() int32 {
+	return b.int32(BrokerMaxIncrementalFetchSessionSlots)
+}
+
+// GroupInitialRebalanceDelayMs is group.initial.rebalance.delay.ms (default 3000).
+func (b *BrokerDefaults) GroupInitialRebalanceDelayMs() int32 {
+	return b.int32(BrokerGroupInitialRebalanceDelayMs)
+}
+
+// SocketRequestMaxBytes is socket.request.max.bytes (default 100 MiB).
+func (b *BrokerDefaults) SocketRequestMaxBytes() int32 { return b.int32(BrokerSocketRequestMaxBytes) }
+
+// brokerSynonymNames is DynamicBrokerConfig.brokerConfigSynonyms: the broker configs that
+// describe the same setting, highest priority first.
+func brokerSynonymNames(name string) []string {
+	groups := [][]string{
+		{"log.roll.ms", "log.roll.hours"},
+		{"log.roll.jitter.ms", "log.roll.jitter.hours"},
+		{"log.retention.ms", "log.retention.minutes", "log.retention.hours"},
+	}
+	for _, g := range groups {
+		for _, n := range g {
+			if n == name {
+				return g
+			}
+		}
+	}
+	if name == "log.flush.interval.ms" {
+		return []string{"log.flush.interval.ms", "log.flush.scheduler.interval.ms"}
+	}
+	return []string{name}
+}
+
+// brokerSynonyms is ConfigHelper.configSynonyms for a broker without dynamic configs: the
+// operator-set synonyms (STATIC_BROKER_CONFIG) then the defaulted ones (DEFAULT_CONFIG),
+// each in priority order, with everything before the first entry named name dropped.
+//
+// That last rule is Kafka's and has a visible quirk we keep on purpose: retention.ms's first
+// synonym log.retention.ms has no default, so a topic that leaves retention.ms alone shows
+// no synonyms at all (kafka-configs prints "synonyms={}"), even though the value comes from
+// log.retention.hours.
+func (b *BrokerDefaults) brokerSynonyms(name string, sensitive bool) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	names := brokerSynonymNames(name)
+	var out []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	add := func(n, v string, src kmsg.ConfigSource) {
+		s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		s.Name, s.Source = n, src
+		if !sensitive {
+			s.Value = str(v)
+		}
+		out = append(out, s)
+	}
+	for _, n := range names {
+		if v, ok := b.staticValue(n); ok {
+			add(n, v, kmsg.ConfigSourceStaticBrokerConfig)
+		}
+	}
+	for _, n := range names {
+		if d := brokerDefsByName[n]; d != nil && d.Default != nil {
+			add(n, *d.Default, kmsg.ConfigSourceDefaultConfig)
+		}
+	}
+	for len(out) > 0 && out[0].Name != name {
+		out = out[1:]
+	}
+	return out
+}
+
+// DescribeBroker answers DescribeConfigs for resource type BROKER with this broker's id as
+// the name: the broker configs exactq knows, all read-only. names filters (empty = all);
+// unknown names are left out, as Kafka does. For an empty resource name (cluster-wide
+// dynamic defaults) Kafka lists only dynamic defaults; exactq has none, so the broker
+// should answer with an empty list.
+func (b *BrokerDefaults) DescribeBroker(names []string, includeSynonyms, includeDocs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	b = b.orDefault()
+	want := nameFilter(names)
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, d := range sortedBrokerDefs {
+		if !want(d.Name) {
+			continue
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name = d.Name
+		c.ReadOnly = true
+		c.IsSensitive = d.Sensitive || d.Type == TypePassword
+		if v, ok := b.values[d.Name]; ok && !c.IsSensitive {
+			c.Value = str(format(v))
+		}
+		syn := b.brokerSynonyms(d.Name, c.IsSensitive)
+		c.Source = kmsg.ConfigSourceDefaultConfig
+		if len(syn) > 0 {
+			c.Source = syn[0].Source
+		}
+		c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
+		if includeSynonyms {
+			c.ConfigSynonyms = syn
+		}
+		c.ConfigType = d.Type.ConfigType()
+		if includeDocs {
+			c.Documentation = str(d.Doc)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+var sortedBrokerDefs = func() []*Def {
+	out := append([]*Def(nil), brokerDefs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}()
+
+func nameFilter(names []string) func(string) bool {
+	if len(names) == 0 {
+		return func(string) bool { return true }
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return func(n string) bool { return set[n] }
+}
+
+// synonymValue returns the operator's value for a topic config's broker synonyms, converted
+// to the topic config's unit, and whether one was set.
+func (b *BrokerDefaults) synonymValue(d *Def) (any, bool) {
+	for _, s := range d.Synonyms {
+		raw, ok := b.staticValue(s.Name)
+		if !ok {
+			continue
+		}
+		v := b.value(s.Name)
+		if s.Factor != 1 {
+			n, _ := strconv.ParseInt(raw, 10, 64)
+			v = n * s.Factor
+		}
+		return convert(v, d.Type), true
+	}
+	return nil, false
+}
+
+// convert widens a broker value to the topic config's type (log.roll.hours is an INT, but
+// segment.ms is a LONG).
+func convert(v any, t Type) any {
+	switch t {
+	case TypeLong:
+		switch x := v.(type) {
+		case int32:
+			return int64(x)
+		case int16:
+			return int64(x)
+		}
+	case TypeInt:
+		if x, ok := v.(int64); ok {
+			return int32(x)
+		}
+	}
+	return v
+}

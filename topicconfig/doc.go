@@ -1,0 +1,39 @@
+// Package topicconfig is Kafka's topic configuration as exactq serves it: the table of every
+// Kafka 4.4 topic config (type, default, broker synonyms, validator, docs), validation with
+// Kafka's error messages, resolution of a topic's effective values against the broker's
+// static settings, DescribeConfigs entries for TOPIC and BROKER resources, the
+// IncrementalAlterConfigs / AlterConfigs / CreateTopics config operations, and Kafka's topic
+// name rules. It is pure: no I/O, no clock, no goroutines.
+//
+// Facts come from Apache Kafka 4.4: LogConfig.java (the topic ConfigDef),
+// TopicConfig.java, ServerLogConfigs.java, ServerTopicConfigSynonyms.java (fallback
+// order), ConfigHelper.scala (DescribeConfigs sources and synonyms),
+// ConfigurationControlManager.java (incremental operations), Topic.java (names).
+//
+// # What exactq acts on
+//
+// Honoured today (Def.Honoured, and the fields of LogSettings): segment.bytes (and the
+// test-only internal.segment.bytes), segment.ms, index.interval.bytes, retention.ms,
+// retention.bytes, cleanup.policy, delete.retention.ms, min.compaction.lag.ms,
+// max.message.bytes, message.timestamp.type, message.timestamp.before.max.ms,
+// message.timestamp.after.max.ms, compression.type.
+//
+// Stored, validated and described but not acted on (so clients listing configs see Kafka's
+// set): segment.jitter.ms, segment.index.bytes, flush.messages, flush.ms (exactq fsyncs by
+// group commit), max.compaction.lag.ms, file.delete.delay.ms, min.cleanable.dirty.ratio,
+// unclean.leader.election.enable, min.insync.replicas (single node), compression.gzip.level,
+// compression.lz4.level, compression.zstd.level, preallocate,
+// leader.replication.throttled.replicas, follower.replication.throttled.replicas,
+// local.retention.ms, local.retention.bytes, remote.log.copy.disable, remote.copy.lag.ms,
+// remote.copy.lag.bytes, remote.log.delete.on.disable, errors.deadletterqueue.group.enable.
+// remote.storage.enable is accepted only as false: exactq has no tiered storage, and Kafka
+// with tiered storage disabled refuses true the same way. NotHonoured returns this list.
+//
+// # Broker defaults
+//
+// BrokerDefaults holds the operator's static broker settings over Kafka's defaults. A topic
+// config falls back to its broker synonyms in Kafka's order (retention.ms ← log.retention.ms
+// ← log.retention.minutes ← log.retention.hours), then to Kafka's default. exactq has no
+// dynamic broker configs, so Describe never reports sources 2 or 3, and every BROKER config
+// is read-only.
+package topicconfig
