@@ -1,0 +1,63 @@
+package client
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// maxKey is the highest API key we keep a version for.
+const maxKey = 127
+
+// versionTable holds, per API key, the version this connection uses: the highest version
+// both sides support, or -1 when there is none.
+type versionTable [maxKey + 1]int16
+
+func (t *versionTable) get(key int16) int16 {
+	if key < 0 || int(key) >= len(t) {
+		return -1
+	}
+	return t[key]
+}
+
+// clientRange is the version range the client is written for, per key. The upper bound is
+// kmsg's newest version except where a newer version changes what the client must do:
+//
+//   - Produce v13+ and Fetch v13+ name topics by topic id; the client uses names for now.
+//
+// The lower bound is what the client needs to work at all: record batches v2 (Produce v3,
+// Fetch v4) and, everywhere else, nothing beyond the first version.
+func clientRange(key int16) (lo, hi int16, ok bool) {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return 0, 0, false
+	}
+	hi = req.MaxVersion()
+	switch kmsg.Key(key) {
+	case kmsg.Produce:
+		lo, hi = 3, min(hi, 12)
+	case kmsg.Fetch:
+		lo, hi = 4, min(hi, 12)
+	case kmsg.ListOffsets:
+		lo = 1 // v0 returns offset arrays
+	case kmsg.Metadata:
+		lo = 1 // v0 cannot ask for "all topics" versus "no topics"
+	}
+	return lo, hi, true
+}
+
+// negotiate picks, per key, min(our max, broker max) when that is at least both minimums.
+func negotiate(broker []kmsg.ApiVersionsResponseApiKey) versionTable {
+	var t versionTable
+	for i := range t {
+		t[i] = -1
+	}
+	for _, k := range broker {
+		lo, hi, ok := clientRange(k.ApiKey)
+		if !ok || k.ApiKey < 0 || int(k.ApiKey) >= len(t) {
+			continue
+		}
+		v := min(hi, k.MaxVersion)
+		if v < max(lo, k.MinVersion) {
+			continue
+		}
+		t[k.ApiKey] = v
+	}
+	return t
+}
