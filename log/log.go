@@ -1,0 +1,411 @@
+// Package log is exactq's segmented partition log: one *Log is one partition's directory.
+//
+// # What it stores
+//
+// Kafka v2 record batches exactly as the broker received and validated them; Append only
+// writes the base offset (outside the CRC). Only compaction rewrites a batch, and then only
+// by dropping records from it (the header, base offset and offsets of kept records stay).
+//
+// # Files (Kafka-like)
+//
+//	<20-digit base>.log        batches, back to back
+//	<20-digit base>.index      sparse offset index: uint32 offset-base, uint32 file position,
+//	                           one entry per >= IndexIntervalBytes of batches; the offset is
+//	                           the base offset of the batch that starts at that position
+//	<20-digit base>.timeindex  int64 running max timestamp, uint32 offset-base of the
+//	                           (earliest) batch that first reached it
+//	log-start-offset           checkpoint of the log start offset (DeleteRecords)
+//	*.tmp, *.cleaned           half-written files, removed at Open
+//
+// The active (last) segment's indexes live only in memory. A closed segment's index files
+// are written by the flusher after the segment's data is fsynced, through a temporary file
+// and a rename; so an index file that exists always describes durable data.
+//
+// # Durability invariants
+//
+//  1. Append writes but does not fsync. WaitDurable(end) returns once every byte of every
+//     batch with offsets < end (and the directory entry of every segment holding them) is
+//     fsynced. The broker answers acks=all only after WaitDurable, so after a crash only the
+//     unsynced tail of the log can be missing or torn.
+//  2. Open therefore trusts closed segments with a valid index (it checks the index shape
+//     and validates the batches after the last index entry), and scans every other segment,
+//     always including the last one, batch by batch: batch.Size, magic 2, CRC (batch.Parse)
+//     and offsets that follow each other. At the first torn or corrupt batch the file is
+//     truncated there (and fsynced) and later segments are removed. No complete valid batch
+//     that was ever made durable is dropped.
+//  3. The log start offset only rises. DeleteRecordsBefore fsyncs the data below the new
+//     start, then writes the checkpoint (temp file, fsync, rename, fsync directory), and
+//     only then deletes segments, so a crash never loses a start offset that was answered.
+//  4. An fsync error is sticky: the kernel may have dropped the dirty pages, so the log
+//     refuses further appends and waits with that error (Kafka takes the log dir offline).
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use. Appends are serialized by appendMu and write to
+// the active segment without holding mu; a batch becomes visible to Read only after it is
+// fully written (the segment's size is published under mu). Reads hold mu shared while they
+// pread, so a segment's file is never closed under a reader. Retention, DeleteRecordsBefore
+// and Compact are serialized by maintMu and take mu exclusively only to swap segments. One
+// flusher goroutine per log does all the fsyncs (group commit). Lock order:
+// maintMu > appendMu > syncMu > mu > fmu.
+package log
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors. Each maps to one Kafka error code.
+var (
+	ErrOffsetOutOfRange   = errors.New("log: offset out of range")                        // OFFSET_OUT_OF_RANGE
+	ErrClosed             = errors.New("log: closed")                                     // NOT_LEADER_OR_FOLLOWER (partition went away)
+	ErrRecordListTooLarge = errors.New("log: appended batches are larger than a segment") // RECORD_LIST_TOO_LARGE
+	ErrInvalidBatch       = errors.New("log: malformed record batch")                     // CORRUPT_MESSAGE
+	ErrEmptyAppend        = errors.New("log: append of no batches")                       // INVALID_REQUEST
+)
+
+// Config is the per-topic configuration the log honours. Names follow Kafka's topic configs.
+type Config struct {
+	SegmentBytes       int64 // segment.bytes: roll when appending would exceed this (at most 2 GiB - 1)
+	SegmentMs          int64 // segment.ms: roll when the active segment's first batch is older; <= 0 never
+	IndexIntervalBytes int32 // index.interval.bytes: bytes between sparse index entries
+	RetentionMs        int64 // retention.ms, -1 = unlimited
+	RetentionBytes     int64 // retention.bytes, -1 = unlimited
+	Delete, Compact    bool  // cleanup.policy contains delete / compact
+	DeleteRetentionMs  int64 // delete.retention.ms: how long compaction keeps tombstones
+	MinCompactionLagMs int64 // min.compaction.lag.ms
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:       1 << 30,
+		SegmentMs:          7 * 24 * 3600 * 1000,
+		IndexIntervalBytes: 4096,
+		RetentionMs:        7 * 24 * 3600 * 1000,
+		RetentionBytes:     -1,
+		Delete:             true,
+		DeleteRetentionMs:  24 * 3600 * 1000,
+	}
+}
+
+// normalize clamps values the file format cannot represent.
+func (c Config) normalize() Config {
+	if c.SegmentBytes <= 0 || c.SegmentBytes > maxSegmentBytes {
+		c.SegmentBytes = maxSegmentBytes
+	}
+	if c.IndexIntervalBytes <= 0 {
+		c.IndexIntervalBytes = 4096
+	}
+	return c
+}
+
+// maxSegmentBytes keeps every file position representable in the index's uint32.
+const maxSegmentBytes = 1<<31 - 1
+
+// Options are the log's dependencies.
+type Options struct {
+	Now func() time.Time // clock; nil = time.Now
+}
+
+// Log is one partition's log. See the package comment for the locking rules.
+type Log struct {
+	dir string
+	now func() time.Time
+	cfg atomic.Pointer[Config]
+
+	maintMu  sync.Mutex // serializes retention, DeleteRecordsBefore, Compact
+	appendMu sync.Mutex // serializes Append (and so roll); guards active's writer-side fields
+	syncMu   sync.Mutex // serializes fsyncs, index-file writes and file closes
+
+	mu       sync.RWMutex
+	segs     []*segment // guarded by mu; sorted by base, last one is active
+	start    int64      // guarded by mu: log start offset
+	end      int64      // guarded by mu: next offset to assign
+	closed   bool       // guarded by mu
+	dirGen   uint64     // guarded by mu: bumped on every directory change
+	dirSyncd uint64     // guarded by mu: dirGen covered by the last directory fsync
+
+	failed atomic.Pointer[error] // sticky write/fsync error
+
+	// Group commit. durable is the end offset of the fsynced prefix.
+	durable atomic.Int64
+	fmu     sync.Mutex
+	fcond   *sync.Cond
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+
+	// testHook, if set, runs after each successful fsync pass (tests only).
+	testHook func()
+}
+
+// Open opens (creating if needed) the log in dir and recovers it (see the package comment).
+func Open(dir string, cfg Config, opts Options) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		dir:  dir,
+		now:  opts.Now,
+		kick: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	l.fcond = sync.NewCond(&l.fmu)
+	c := cfg.normalize()
+	l.cfg.Store(&c)
+	if err := l.recover(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	l.durable.Store(l.end)
+	go l.flushLoop()
+	return l, nil
+}
+
+// recover loads the segments in l.dir. See invariant 2 in the package comment.
+func (l *Log) recover() error {
+	names, err := os.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	var bases []int64
+	logs := map[int64]bool{}
+	for _, e := range names {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".cleaned"):
+			// Half-written: the operation that wrote it never committed.
+			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+				return err
+			}
+			continue
+		}
+		ext := filepath.Ext(name)
+		if ext != ".log" && ext != ".index" && ext != ".timeindex" {
+			continue
+		}
+		base, err := strconv.ParseInt(strings.TrimSuffix(name, ext), 10, 64)
+		if err != nil || base < 0 {
+			continue
+		}
+		if ext == ".log" {
+			bases = append(bases, base)
+			logs[base] = true
+		}
+	}
+	// Index files whose segment is gone (a crash during deletion).
+	for _, e := range names {
+		name := e.Name()
+		ext := filepath.Ext(name)
+		if ext != ".index" && ext != ".timeindex" {
+			continue
+		}
+		base, err := strconv.ParseInt(strings.TrimSuffix(name, ext), 10, 64)
+		if err == nil && !logs[base] {
+			_ = os.Remove(filepath.Join(l.dir, name))
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+
+	ckpt, haveCkpt, err := readCheckpoint(l.dir)
+	if err != nil {
+		return err
+	}
+	cfg := l.config()
+	nowMs := l.now().UnixMilli()
+	expect := int64(-1) // first offset the next segment may hold
+	for i, base := range bases {
+		last := i == len(bases)-1
+		if expect >= 0 && base < expect {
+			return fmt.Errorf("log: %s: segment %d overlaps the previous segment (ends at %d)", l.dir, base, expect)
+		}
+		s, truncated, err := openSegment(l.dir, base, last, cfg.IndexIntervalBytes, nowMs)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+		expect = s.next
+		if truncated && !last {
+			// Everything after a torn batch was never acknowledged (invariant 1).
+			for _, b := range bases[i+1:] {
+				if err := removeSegmentFiles(l.dir, b); err != nil {
+					return err
+				}
+			}
+			break
+		}
+	}
+	// The last segment is active: it keeps its index in memory only.
+	if n := len(l.segs); n > 0 {
+		a := l.segs[n-1]
+		_ = os.Remove(indexPath(l.dir, a.base))
+		_ = os.Remove(timeIndexPath(l.dir, a.base))
+		a.needIndex = false
+	}
+	for _, s := range l.segs[:max(len(l.segs)-1, 0)] {
+		if !s.hasIndexFiles {
+			s.addTimeEntry()
+			s.needIndex = true
+		}
+	}
+	if len(l.segs) == 0 {
+		base := int64(0)
+		if haveCkpt {
+			base = ckpt
+		}
+		s, err := createSegment(l.dir, base, nowMs)
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+	}
+	l.end = l.segs[len(l.segs)-1].next
+	l.start = l.segs[0].base
+	if haveCkpt && ckpt > l.start {
+		l.start = ckpt
+	}
+	if l.start > l.end {
+		// The checkpoint is fsynced only after the data below it (invariant 3), so this
+		// means the data was lost under us. Start over at the checkpoint, like Kafka's
+		// truncateFullyAndStartAt, rather than lower the start offset.
+		for _, s := range l.segs {
+			s.close()
+			if err := removeSegmentFiles(l.dir, s.base); err != nil {
+				return err
+			}
+		}
+		s, err := createSegment(l.dir, l.start, nowMs)
+		if err != nil {
+			return err
+		}
+		l.segs = []*segment{s}
+		l.end = l.start
+	}
+	for _, s := range l.segs {
+		s.durable = s.size
+	}
+	return syncDir(l.dir)
+}
+
+// config returns the current configuration.
+func (l *Log) config() Config { return *l.cfg.Load() }
+
+// SetConfig applies a dynamic topic configuration change; it takes effect at the next
+// append, retention or compaction.
+func (l *Log) SetConfig(cfg Config) {
+	c := cfg.normalize()
+	l.cfg.Store(&c)
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// StartOffset returns the log start offset.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.start
+}
+
+// EndOffset returns the log end offset: the next offset Append assigns.
+func (l *Log) EndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.end
+}
+
+// DurableEnd returns the end offset of the fsynced prefix of the log.
+func (l *Log) DurableEnd() int64 { return l.durable.Load() }
+
+// Size returns the total bytes of all segments.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// NumSegments returns the number of segments, the active one included.
+func (l *Log) NumSegments() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.segs)
+}
+
+// err returns the sticky failure, if any.
+func (l *Log) err() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) fail(err error) error {
+	err = fmt.Errorf("log: %s: %w", l.dir, err)
+	l.failed.CompareAndSwap(nil, &err)
+	return l.err()
+}
+
+// Close makes everything durable, stops the flusher and closes the files. Appends and
+// reads after Close return ErrClosed.
+func (l *Log) Close() error {
+	l.maintMu.Lock()
+	defer l.maintMu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	l.mu.RLock()
+	closed := l.closed
+	l.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	err := l.syncAll()
+	l.shutdown()
+	return err
+}
+
+// shutdown marks the log closed, stops the flusher, wakes waiters and closes the files.
+// Callers hold maintMu and appendMu.
+func (l *Log) shutdown() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	<-l.done
+	l.fmu.Lock()
+	l.fcond.Broadcast()
+	l.fmu.Unlock()
+	l.syncMu.Lock()
+	l.mu.Lock()
+	l.closeFiles()
+	l.mu.Unlock()
+	l.syncMu.Unlock()
+}
+
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		s.close()
+	}
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	_ = l.Close() // the data is going away: a failed final flush does not matter
+	return os.RemoveAll(l.dir)
+}

@@ -1,0 +1,169 @@
+package log
+
+import (
+	"encoding/binary"
+	"math"
+	"sort"
+
+	"github.com/exactq/exactq/batch"
+)
+
+// span is a byte range of whole batches in one segment.
+type span struct {
+	s        *segment
+	from, to int64
+}
+
+// Read returns whole batches starting with the first batch whose last offset is >= offset
+// (the batch containing offset, or the next one after a compaction gap), up to maxBytes in
+// total, except that the first batch is returned whole even if larger (KIP-74: a consumer
+// never gets stuck). It never includes a batch whose base offset is >= maxOffset (the high
+// watermark or the last stable offset). It may span segments.
+//
+// offset < StartOffset() or > EndOffset(): ErrOffsetOutOfRange. offset == EndOffset(), or
+// no batch below maxOffset: nil, nil. The returned batches may begin below offset (and
+// below the start offset), exactly as Kafka's fetch; clients skip those records.
+//
+// Read finds the position with the sparse index and reads with pread; it allocates only
+// the returned bytes.
+func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if offset < l.start || offset > l.end {
+		return nil, ErrOffsetOutOfRange
+	}
+	if offset == l.end || offset >= maxOffset {
+		return nil, nil
+	}
+	var spans [4]span
+	sp, total, err := l.locate(offset, int64(max(maxBytes, 0)), maxOffset, spans[:0])
+	if err != nil || total == 0 {
+		return nil, err
+	}
+	buf := make([]byte, total)
+	at := 0
+	for _, r := range sp {
+		n := int(r.to - r.from)
+		if _, err := r.s.f.ReadAt(buf[at:at+n], r.from); err != nil {
+			return nil, err
+		}
+		at += n
+	}
+	return buf, nil
+}
+
+// locate computes the byte spans Read returns. Called with mu held (shared).
+func (l *Log) locate(offset, maxBytes, maxOffset int64, out []span) ([]span, int64, error) {
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
+	if i < 0 {
+		i = 0
+	}
+	var h [hdrPrefix]byte
+	// Find the first batch with last offset >= offset.
+	s := l.segs[i]
+	pos := s.floor(offset)
+	for {
+		if pos >= s.size {
+			if i++; i == len(l.segs) {
+				return out, 0, nil
+			}
+			s, pos = l.segs[i], 0
+			continue
+		}
+		if err := s.readHeader(pos, &h); err != nil {
+			return nil, 0, err
+		}
+		if batch.BaseOffset(h[:])+lastOffsetDelta(h[:]) >= offset {
+			break
+		}
+		pos += batchSize(h[:])
+	}
+	var total int64
+	for {
+		to, err := s.extent(pos, maxBytes-total, maxOffset, total == 0, &h)
+		if err != nil {
+			return nil, 0, err
+		}
+		if to > pos {
+			out = append(out, span{s: s, from: pos, to: to})
+			total += to - pos
+		}
+		if to < s.size || i+1 == len(l.segs) {
+			return out, total, nil
+		}
+		i++
+		s, pos = l.segs[i], 0
+	}
+}
+
+// extent returns the end of the longest run of whole batches from pos (a batch boundary)
+// that fits in limit bytes (the first batch always fits if first), all with base offsets
+// below maxOffset. It jumps ahead with the sparse index and reads at most an index
+// interval's worth of batch headers.
+func (s *segment) extent(pos, limit, maxOffset int64, first bool, h *[hdrPrefix]byte) (int64, error) {
+	cur := pos
+	if first && cur < s.size {
+		if err := s.readHeader(cur, h); err != nil {
+			return 0, err
+		}
+		if batch.BaseOffset(h[:]) >= maxOffset {
+			return cur, nil
+		}
+		cur += batchSize(h[:])
+	}
+	// Every batch before an index entry that is within the limits qualifies.
+	byPos := sort.Search(len(s.index), func(j int) bool { return int64(s.index[j].pos) > pos+limit })
+	byOff := sort.Search(len(s.index), func(j int) bool { return s.base+int64(s.index[j].rel) >= maxOffset })
+	if m := min(byPos, byOff); m > 0 && int64(s.index[m-1].pos) > cur {
+		cur = int64(s.index[m-1].pos)
+	}
+	for cur < s.size {
+		if err := s.readHeader(cur, h); err != nil {
+			return 0, err
+		}
+		n := batchSize(h[:])
+		if cur+n > pos+limit || batch.BaseOffset(h[:]) >= maxOffset {
+			break
+		}
+		cur += n
+	}
+	return cur, nil
+}
+
+// batchSize reads the size of a stored batch from its header (validated at append or
+// recovery, so no error).
+func batchSize(h []byte) int64 {
+	return batch.LengthPrefix + int64(int32(binary.BigEndian.Uint32(h[8:])))
+}
+
+// Scan calls fn for every batch from the one containing from (clamped to the start
+// offset) to the end offset at the time of the calls, in order. The slice passed to fn is
+// valid only during the call. Used to rebuild producer and coordinator state at start-up.
+func (l *Log) Scan(from int64, fn func(batch []byte) error) error {
+	if s := l.StartOffset(); from < s {
+		from = s
+	}
+	for {
+		if from >= l.EndOffset() {
+			return nil
+		}
+		b, err := l.Read(from, 1<<20, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		for len(b) > 0 {
+			n := int(batchSize(b))
+			if err := fn(b[:n:n]); err != nil {
+				return err
+			}
+			from = batch.BaseOffset(b) + lastOffsetDelta(b) + 1
+			b = b[n:]
+		}
+	}
+}

@@ -1,0 +1,422 @@
+package log
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/exactq/exactq/batch"
+	"golang.org/x/sys/unix"
+)
+
+// Fields of the v2 batch header that package batch has no accessor for (see batch.go for
+// the layout; batch.Parse decodes them all, this is the allocation-free path for appends).
+const (
+	hdrAttributes      = 21 // int16
+	hdrLastOffsetDelta = 23 // int32
+	hdrMaxTimestamp    = 35 // int64
+	hdrProducerID      = 43 // int64
+	hdrPrefix          = 27 // bytes needed to read base offset, length and last offset delta
+)
+
+func lastOffsetDelta(b []byte) int64 {
+	return int64(int32(binary.BigEndian.Uint32(b[hdrLastOffsetDelta:])))
+}
+func maxTimestamp(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[hdrMaxTimestamp:])) }
+func attributes(b []byte) int16   { return int16(binary.BigEndian.Uint16(b[hdrAttributes:])) }
+func producerID(b []byte) int64   { return int64(binary.BigEndian.Uint64(b[hdrProducerID:])) }
+
+// indexEntry is one sparse offset-index entry: the batch starting at file position pos has
+// base offset segment.base+rel.
+type indexEntry struct{ rel, pos uint32 }
+
+// timeEntry is one time-index entry: ts is the largest batch max timestamp of the segment up
+// to some point, and segment.base+rel the base offset of the earliest batch that has it.
+type timeEntry struct {
+	ts  int64
+	rel uint32
+}
+
+const (
+	indexEntrySize = 8
+	timeEntrySize  = 12
+)
+
+// segment is one .log file and its indexes.
+type segment struct {
+	base int64
+	f    *os.File
+
+	// Guarded by Log.mu. The appender writes them (holding appendMu and mu) only for the
+	// active segment; a closed segment's fields never change.
+	size       int64 // bytes of whole batches visible to readers
+	next       int64 // offset after the last batch; base when empty
+	index      []indexEntry
+	tindex     []timeEntry
+	maxTs      int64 // largest batch max timestamp, -1 if none
+	maxTsOff   int64 // base offset of the earliest batch with maxTs
+	rollTs     int64 // segment.ms reference: when the first batch was appended (see track)
+	sinceIndex int64 // bytes appended since the last index entry (active segment)
+
+	// Guarded by syncMu for writing, by mu or syncMu for reading.
+	durable       int64 // bytes known fsynced
+	needIndex     bool  // closed, index files not written yet
+	hasIndexFiles bool  // set at Open when valid index files were loaded
+	deleted       bool  // removed from the log; the file is closed
+}
+
+func segmentName(dir string, base int64, ext string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", base, ext))
+}
+func logPath(dir string, base int64) string       { return segmentName(dir, base, ".log") }
+func indexPath(dir string, base int64) string     { return segmentName(dir, base, ".index") }
+func timeIndexPath(dir string, base int64) string { return segmentName(dir, base, ".timeindex") }
+
+func newSegment(base int64, f *os.File, nowMs int64) *segment {
+	return &segment{base: base, f: f, next: base, maxTs: -1, maxTsOff: -1, rollTs: nowMs}
+}
+
+// createSegment creates an empty segment file. The caller makes the directory entry durable.
+func createSegment(dir string, base int64, nowMs int64) (*segment, error) {
+	f, err := os.OpenFile(logPath(dir, base), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return newSegment(base, f, nowMs), nil
+}
+
+func (s *segment) close() {
+	if s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+}
+
+func removeSegmentFiles(dir string, base int64) error {
+	for _, p := range []string{logPath(dir, base), indexPath(dir, base), timeIndexPath(dir, base)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// track records a batch appended at pos (offsets base.., max timestamp ts) in the segment's
+// in-memory state. Index entries are sparse: one per interval bytes, as in Kafka.
+//
+// segment.ms counts from when the first batch was appended (nowMs), not from its producer
+// timestamp as Kafka does: one producer with a clock far in the past would otherwise make
+// every append roll. At Open, rebuild passes the first batch's timestamp when it is
+// plausible (not in the future), which is the best record of its append time left.
+func (s *segment) track(pos, base, next, size, ts, interval, nowMs int64) {
+	if s.size == 0 && pos == 0 {
+		s.rollTs = nowMs
+	}
+	if ts > s.maxTs {
+		s.maxTs, s.maxTsOff = ts, base
+	}
+	if s.sinceIndex > interval {
+		s.index = append(s.index, indexEntry{rel: uint32(base - s.base), pos: uint32(pos)})
+		s.addTimeEntry()
+		s.sinceIndex = 0
+	}
+	s.sinceIndex += size
+	s.size = pos + size
+	s.next = next
+}
+
+// addTimeEntry appends the running max timestamp if it grew since the last entry.
+func (s *segment) addTimeEntry() {
+	if s.maxTs < 0 {
+		return
+	}
+	if n := len(s.tindex); n > 0 && s.tindex[n-1].ts >= s.maxTs {
+		return
+	}
+	s.tindex = append(s.tindex, timeEntry{ts: s.maxTs, rel: uint32(s.maxTsOff - s.base)})
+}
+
+// floor returns the file position of the last indexed batch whose base offset is <= off
+// (0 if none): a batch boundary at or before the batch holding off.
+func (s *segment) floor(off int64) int64 {
+	rel := off - s.base
+	lo, hi := 0, len(s.index) // first entry with rel > off
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int64(s.index[m].rel) <= rel {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == 0 {
+		return 0
+	}
+	return int64(s.index[lo-1].pos)
+}
+
+// readHeader reads the first hdrPrefix bytes of the batch at pos into h.
+func (s *segment) readHeader(pos int64, h *[hdrPrefix]byte) error {
+	if pos+hdrPrefix > s.size {
+		return fmt.Errorf("log: segment %d: batch header at %d beyond size %d", s.base, pos, s.size)
+	}
+	_, err := s.f.ReadAt(h[:], pos)
+	return err
+}
+
+var errTorn = errors.New("log: torn batch")
+
+// batchReader reads whole batches of a file sequentially through one reusable buffer.
+type batchReader struct {
+	f      *os.File
+	end    int64 // file size
+	pos    int64 // file position of the next batch
+	buf    []byte
+	bufPos int64 // file position of buf[0]
+}
+
+// next returns the next batch (aliasing the buffer until the next call), io.EOF at a clean
+// end, errTorn if the bytes at pos are not a whole batch, or an I/O error.
+func (r *batchReader) next() ([]byte, error) {
+	if r.pos >= r.end {
+		return nil, io.EOF
+	}
+	h, err := r.view(batch.LengthPrefix)
+	if err != nil {
+		return nil, err
+	}
+	n, err := batch.Size(h)
+	if err != nil {
+		return nil, errTorn
+	}
+	b, err := r.view(n)
+	if err != nil {
+		return nil, err
+	}
+	r.pos += int64(n)
+	return b, nil
+}
+
+func (r *batchReader) view(n int) ([]byte, error) {
+	if r.pos+int64(n) > r.end {
+		return nil, errTorn
+	}
+	if off := r.pos - r.bufPos; off >= 0 && off+int64(n) <= int64(len(r.buf)) {
+		return r.buf[off : off+int64(n)], nil
+	}
+	want := min(max(int64(n), 1<<20), r.end-r.pos)
+	if int64(cap(r.buf)) < want {
+		r.buf = make([]byte, want)
+	}
+	r.buf = r.buf[:want]
+	if _, err := r.f.ReadAt(r.buf, r.pos); err != nil {
+		return nil, err
+	}
+	r.bufPos = r.pos
+	return r.buf[:n], nil
+}
+
+// openSegment opens an existing segment. A closed segment (last=false) with valid index
+// files is trusted after checking the batches behind its last index entry; any other
+// segment is scanned from the start and truncated at the first invalid batch (truncated
+// reports that). In the last segment offsets must be consecutive from the file's base (it
+// was appended to, never compacted); in a closed one they must only increase (compaction
+// leaves gaps).
+func openSegment(dir string, base int64, last bool, interval int32, nowMs int64) (s *segment, truncated bool, err error) {
+	f, err := os.OpenFile(logPath(dir, base), os.O_RDWR, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	s = newSegment(base, f, st.ModTime().UnixMilli())
+	if !last {
+		ok, err := s.loadIndex(dir, st.Size())
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			s.hasIndexFiles = true
+			return s, false, nil
+		}
+		*s = *newSegment(base, f, st.ModTime().UnixMilli())
+	}
+	truncated, err = s.rebuild(st.Size(), last, int64(interval), nowMs)
+	return s, truncated, err
+}
+
+// rebuild scans the whole file, rebuilding the in-memory indexes, and truncates the file
+// at the first batch that is torn, corrupt or out of order.
+func (s *segment) rebuild(fileSize int64, strict bool, interval, nowMs int64) (truncated bool, err error) {
+	r := batchReader{f: s.f, end: fileSize}
+	expect := s.base
+	for {
+		pos := r.pos
+		b, err := r.next()
+		if err == io.EOF {
+			return false, nil
+		}
+		ok := err == nil
+		if err != nil && err != errTorn {
+			return false, err
+		}
+		var h = struct{ base, delta int64 }{}
+		if ok {
+			p, perr := batch.Parse(b)
+			h.base, h.delta = p.FirstOffset, int64(p.LastOffsetDelta)
+			ok = perr == nil && (h.base == expect || !strict && h.base > expect)
+		}
+		if !ok {
+			if err := s.f.Truncate(pos); err != nil {
+				return false, err
+			}
+			if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
+				return false, err
+			}
+			return true, nil
+		}
+		expect = h.base + h.delta + 1
+		at := nowMs
+		if ts := maxTimestamp(b); pos == 0 && ts >= 0 && ts <= nowMs {
+			at = ts
+		}
+		s.track(pos, h.base, expect, int64(len(b)), maxTimestamp(b), interval, at)
+	}
+}
+
+// loadIndex loads the segment's index files and checks them against the data: shapes,
+// monotonic entries inside the file, and valid batches from the last indexed one to the end
+// of the file. It reports false (and no error) if the files are missing or inconsistent.
+func (s *segment) loadIndex(dir string, fileSize int64) (bool, error) {
+	ib, err := os.ReadFile(indexPath(dir, s.base))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	tb, err := os.ReadFile(timeIndexPath(dir, s.base))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if len(ib)%indexEntrySize != 0 || len(tb)%timeEntrySize != 0 || fileSize > maxSegmentBytes {
+		return false, nil
+	}
+	index := make([]indexEntry, len(ib)/indexEntrySize)
+	for i := range index {
+		e := indexEntry{rel: binary.BigEndian.Uint32(ib[i*8:]), pos: binary.BigEndian.Uint32(ib[i*8+4:])}
+		if int64(e.pos) >= fileSize || e.pos == 0 || i > 0 && (e.rel <= index[i-1].rel || e.pos <= index[i-1].pos) {
+			return false, nil
+		}
+		index[i] = e
+	}
+	tindex := make([]timeEntry, len(tb)/timeEntrySize)
+	for i := range tindex {
+		e := timeEntry{ts: int64(binary.BigEndian.Uint64(tb[i*12:])), rel: binary.BigEndian.Uint32(tb[i*12+8:])}
+		if e.ts < 0 || i > 0 && e.ts <= tindex[i-1].ts {
+			return false, nil
+		}
+		tindex[i] = e
+	}
+	// Validate the tail behind the last index entry; it also gives next and the max timestamp.
+	pos, expect := int64(0), s.base
+	if n := len(index); n > 0 {
+		pos, expect = int64(index[n-1].pos), s.base+int64(index[n-1].rel)
+	}
+	r := batchReader{f: s.f, end: fileSize, pos: pos}
+	maxTs, maxTsOff := int64(-1), int64(-1)
+	if n := len(tindex); n > 0 {
+		maxTs, maxTsOff = tindex[n-1].ts, s.base+int64(tindex[n-1].rel)
+	}
+	first := true
+	for {
+		b, err := r.next()
+		if err == io.EOF {
+			break
+		}
+		if err == errTorn {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		p, perr := batch.Parse(b)
+		if perr != nil || p.FirstOffset < expect || first && len(index) > 0 && p.FirstOffset != expect {
+			return false, nil
+		}
+		first = false
+		expect = p.FirstOffset + int64(p.LastOffsetDelta) + 1
+		if p.MaxTimestamp > maxTs {
+			maxTs, maxTsOff = p.MaxTimestamp, p.FirstOffset
+		}
+	}
+	s.index, s.tindex = index, tindex
+	s.size, s.next = fileSize, expect
+	s.maxTs, s.maxTsOff = maxTs, maxTsOff
+	return true, nil
+}
+
+// writeIndexFiles writes a closed segment's index files, each atomically. The caller has
+// fsynced the segment's data and fsyncs the directory afterwards.
+func writeIndexFiles(dir string, s *segment) error {
+	ib := make([]byte, 0, len(s.index)*indexEntrySize)
+	for _, e := range s.index {
+		ib = binary.BigEndian.AppendUint32(ib, e.rel)
+		ib = binary.BigEndian.AppendUint32(ib, e.pos)
+	}
+	tb := make([]byte, 0, len(s.tindex)*timeEntrySize)
+	for _, e := range s.tindex {
+		tb = binary.BigEndian.AppendUint64(tb, uint64(e.ts))
+		tb = binary.BigEndian.AppendUint32(tb, e.rel)
+	}
+	if err := writeFileAtomic(indexPath(dir, s.base), ib); err != nil {
+		return err
+	}
+	return writeFileAtomic(timeIndexPath(dir, s.base), tb)
+}
+
+// writeFileAtomic writes data to path through path.tmp, fsync and rename. The caller
+// fsyncs the directory.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
