@@ -1,0 +1,128 @@
+package batch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// More errors of the produce path; KafkaCode maps each to its Kafka error code.
+var (
+	// ErrTooLarge: the batch exceeds max.message.bytes, or its records decompress to more
+	// than the limit. MESSAGE_TOO_LARGE (Kafka: RecordTooLargeException from
+	// UnifiedLog.analyzeAndValidateRecords). Not retriable, which is what we want for a
+	// decompression bomb; CORRUPT_MESSAGE would make Java producers retry it.
+	ErrTooLarge = errors.New("batch: record batch too large")
+	// ErrControl: a client sent a control batch. INVALID_RECORD (Kafka:
+	// LogValidator.validateBatch, "Clients are not allowed to write control records").
+	ErrControl = errors.New("batch: clients may not write control batches")
+	// ErrTooManyRecords: more records than ValidateOptions.MaxRecords. INVALID_RECORD.
+	ErrTooManyRecords = errors.New("batch: too many records in batch")
+	// ErrNoKey: a record without key sent to a compacted topic. INVALID_RECORD (Kafka:
+	// LogValidator.validateKey).
+	ErrNoKey = errors.New("batch: compacted topic record without key")
+)
+
+// ValidateOptions are the per-topic limits of the produce path. Zero values disable a
+// check (MaxDecompressedBytes falls back to DefaultMaxDecompressedBytes).
+type ValidateOptions struct {
+	// MaxBatchBytes is the topic's max.message.bytes: the largest batch, header
+	// included, in its compressed wire form (Kafka compares batch.sizeInBytes()).
+	MaxBatchBytes int
+	// MaxRecords bounds NumRecords. Kafka has no such limit; exactq's in-flight share
+	// state is sized per record, so a broker may want one.
+	MaxRecords int
+	// MaxDecompressedBytes bounds the decompressed records of a compressed batch.
+	MaxDecompressedBytes int
+	// Deep decodes and checks every record of uncompressed batches too. Compressed
+	// batches are always decoded (the CRC covers only the compressed bytes, so
+	// decoding is the only way to know the records are well formed).
+	Deep bool
+	// Compacted requires every record to have a key (cleanup.policy=compact); it
+	// implies a deep check.
+	Compacted bool
+}
+
+// Validate checks one batch a client produced, before it is appended: Parse (length,
+// magic, CRC, header sanity) plus the checks of Kafka's LogValidator.validateBatch for
+// client appends, and, for compressed batches or when opts asks, a full record framing
+// check. It allocates nothing for uncompressed batches.
+//
+// Divergence from Kafka: Kafka rewrites a compressed batch whose inner offset deltas are
+// not 0..n-1 (old clients); exactq stores batches as received, so it rejects such a batch
+// with ErrCorrupt. No current client (Java, librdkafka, franz-go, sarama) writes one.
+func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
+	if opts.MaxBatchBytes > 0 && len(b) > opts.MaxBatchBytes {
+		return kmsg.RecordBatch{}, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrTooLarge, len(b), opts.MaxBatchBytes)
+	}
+	h, err := Parse(b)
+	if err != nil {
+		return h, err
+	}
+	if h.Attributes&AttrControl != 0 {
+		return h, ErrControl
+	}
+	// Kafka: "Invalid reported count" and "Inconsistent batch offset range and count".
+	if h.NumRecords <= 0 || int64(h.LastOffsetDelta)+1 != int64(h.NumRecords) {
+		return h, fmt.Errorf("%w: %d records with last offset delta %d", ErrInvalidBatch, h.NumRecords, h.LastOffsetDelta)
+	}
+	if opts.MaxRecords > 0 && int(h.NumRecords) > opts.MaxRecords {
+		return h, fmt.Errorf("%w: %d > %d", ErrTooManyRecords, h.NumRecords, opts.MaxRecords)
+	}
+	// Kafka: "Invalid sequence number in record batch with producerId". A transactional
+	// batch without a producer id cannot be tied to any transaction either.
+	if h.ProducerID >= 0 && h.FirstSequence < 0 {
+		return h, fmt.Errorf("%w: sequence %d with producer id %d", ErrInvalidBatch, h.FirstSequence, h.ProducerID)
+	}
+	if h.ProducerID < 0 && h.Attributes&AttrTransactional != 0 {
+		return h, fmt.Errorf("%w: transactional batch without producer id", ErrInvalidBatch)
+	}
+	compressed := h.Attributes&AttrCompressionMask != CodecNone
+	if !compressed && !opts.Deep && !opts.Compacted {
+		return h, nil
+	}
+	data, err := payload(&h, opts.MaxDecompressedBytes)
+	if err != nil {
+		return h, err
+	}
+	if int(h.NumRecords) > len(data)/minRecordSize {
+		return h, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.NumRecords, len(data))
+	}
+	var visit func(int, rawRecord) error
+	if opts.Compacted {
+		visit = func(i int, r rawRecord) error {
+			if !r.hasKey {
+				return fmt.Errorf("%w: record %d", ErrNoKey, i)
+			}
+			return nil
+		}
+	}
+	return h, walkRecords(&h, data, visit)
+}
+
+// KafkaCode returns the Kafka error code for an error of this package (0 for nil).
+// Unknown errors map to UNKNOWN_SERVER_ERROR (-1).
+//
+//	ErrTooLarge                         MESSAGE_TOO_LARGE (10)
+//	ErrCorrupt, ErrCRC, ErrTruncated    CORRUPT_MESSAGE (2)
+//	ErrMagic                            UNSUPPORTED_FOR_MESSAGE_FORMAT (43)
+//	ErrInvalidBatch, ErrControl,
+//	ErrTooManyRecords, ErrNoKey         INVALID_RECORD (87)
+func KafkaCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrCRC), errors.Is(err, ErrTruncated):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, ErrMagic):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, ErrInvalidBatch), errors.Is(err, ErrControl),
+		errors.Is(err, ErrTooManyRecords), errors.Is(err, ErrNoKey):
+		return kerr.InvalidRecord.Code
+	}
+	return kerr.UnknownServerError.Code
+}
