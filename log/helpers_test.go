@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -159,3 +160,17 @@ func splitT(t testing.TB, b []byte) [][]byte {
 }
 
 func lastOffset(b []byte) int64 { return batch.BaseOffset(b) + lastOffsetDelta(b) }
+
+// memTempDir returns a temporary directory on tmpfs when the machine has one, for tests
+// that reopen logs hundreds of times: they check recovery logic, not the disk, and fsync on
+// tmpfs costs nothing. Elsewhere it is t.TempDir().
+func memTempDir(t testing.TB) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		if dir, err := os.MkdirTemp("/dev/shm", "exactq-log-test-"); err == nil {
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return t.TempDir()
+}
