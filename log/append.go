@@ -99,6 +99,7 @@ func (l *Log) roll(nowMs int64) (*segment, error) {
 	old.sinceIndex = 0
 	l.segs = append(l.segs, s)
 	l.dirGen++
+	s.createdGen = l.dirGen
 	l.mu.Unlock()
 	l.kickFlusher()
 	return s, nil

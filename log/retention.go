@@ -115,6 +115,11 @@ func (l *Log) removeFront(n int) error {
 			return l.fail(err)
 		}
 	}
+	// Make the removals durable: a segment coming back after a crash would lower the start
+	// offset, which is derived from the first segment unless DeleteRecords checkpointed it.
+	if err := syncDir(l.dir); err != nil {
+		return l.fail(err)
+	}
 	return nil
 }
 

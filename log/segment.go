@@ -62,10 +62,12 @@ type segment struct {
 	sinceIndex int64 // bytes appended since the last index entry (active segment)
 
 	// Guarded by syncMu for writing, by mu or syncMu for reading.
-	durable       int64 // bytes known fsynced
-	needIndex     bool  // closed, index files not written yet
-	hasIndexFiles bool  // set at Open when valid index files were loaded
-	deleted       bool  // removed from the log; the file is closed
+	durable       int64  // bytes known fsynced
+	needIndex     bool   // closed, index files not written yet
+	hasIndexFiles bool   // set at Open when valid index files were loaded
+	deleted       bool   // removed from the log; the file is closed
+	createdGen    uint64 // Log.dirGen that created the file (0: there at Open); the file
+	//                      survives a crash once Log.dirSyncd >= createdGen
 }
 
 func segmentName(dir string, base int64, ext string) string {
