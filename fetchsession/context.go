@@ -1,6 +1,8 @@
 package fetchsession
 
 import (
+	"container/list"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -298,6 +300,7 @@ func (ctx *Context) finishIncremental(resp *kmsg.FetchResponse, hasRecords func(
 		resp.Topics = nil
 		return
 	}
+	sentRecords := map[*list.Element]bool{}
 	topics := resp.Topics[:0]
 	for ti := range resp.Topics {
 		t := resp.Topics[ti]
@@ -314,7 +317,7 @@ func (ctx *Context) finishIncremental(resp *kmsg.FetchResponse, hasRecords func(
 				continue
 			}
 			if records {
-				s.order.MoveToBack(e)
+				sentRecords[e] = true
 			}
 			kept = append(kept, *p)
 		}
@@ -324,6 +327,19 @@ func (ctx *Context) finishIncremental(resp *kmsg.FetchResponse, hasRecords func(
 		}
 	}
 	resp.Topics = topics
+	// Partitions that returned records go to the back, keeping their session order, so the
+	// next fetch starts with the others (Kafka moves them while walking its response, which
+	// it builds in session order; doing it in session order here makes the result not
+	// depend on how the broker grouped its response by topic).
+	var moved []*list.Element
+	for e := s.order.Front(); e != nil && len(moved) < len(sentRecords); e = e.Next() {
+		if sentRecords[e] {
+			moved = append(moved, e)
+		}
+	}
+	for _, e := range moved {
+		s.order.MoveToBack(e)
+	}
 }
 
 // mustRespond is CachedPartition.maybeUpdateResponseData with updates on, plus the last

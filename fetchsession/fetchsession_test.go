@@ -33,15 +33,20 @@ type partState struct {
 	records           bool
 }
 
+// fataler is *testing.T or *rapid.T.
+type fataler interface {
+	Fatalf(format string, args ...any)
+}
+
 type harness struct {
-	t     *testing.T
+	t     fataler
 	clock *fakeClock
 	cache *Cache
 	state map[tp]*partState
 	ids   map[string][16]byte
 }
 
-func newHarness(t *testing.T, slots int) *harness {
+func newHarness(t fataler, slots int) *harness {
 	h := &harness{t: t, clock: &fakeClock{t: time.Unix(1000, 0)}, state: map[tp]*partState{}, ids: map[string][16]byte{}}
 	names := func(id [16]byte) (string, bool) {
 		for n, i := range h.ids {
