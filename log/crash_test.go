@@ -47,16 +47,22 @@ func (l *Log) crash() crashState {
 	return st
 }
 
+// fataler is the part of testing.TB that *rapid.T has too.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // loseUnsynced applies a crash to the files: segment files whose creation was not fsynced
 // vanish; every other segment keeps its fsynced bytes plus a random prefix of the unsynced
 // ones, of which a random part reads back as zeros (pages that never reached the disk).
-func loseUnsynced(t testing.TB, dir string, st crashState, rng *rand.Rand) {
+func loseUnsynced(t fataler, dir string, st crashState, rng *rand.Rand) {
 	t.Helper()
 	for _, s := range st.segs {
 		path := logPath(dir, s.base)
 		if !s.inDir {
 			if err := removeSegmentFiles(dir, s.base); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v", err)
 			}
 			continue
 		}
@@ -65,17 +71,17 @@ func loseUnsynced(t testing.TB, dir string, st crashState, rng *rand.Rand) {
 		}
 		keep := s.durable + rng.Int63n(s.size-s.durable+1)
 		if err := os.Truncate(path, keep); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v", err)
 		}
 		if keep > s.durable && rng.Intn(2) == 0 {
 			f, err := os.OpenFile(path, os.O_WRONLY, 0)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v", err)
 			}
 			from := s.durable + rng.Int63n(keep-s.durable)
 			zeros := make([]byte, 1+rng.Int63n(keep-from))
 			if _, err := f.WriteAt(zeros, from); err != nil {
-				t.Fatal(err)
+				t.Fatalf("%v", err)
 			}
 			f.Close()
 		}
@@ -101,7 +107,7 @@ func TestCrashKeepsDurable(t *testing.T) {
 			appended = append(appended, bs...)
 			if rng.Intn(8) == 0 {
 				if err := l.WaitDurable(last + 1); err != nil {
-					t.Fatal(err)
+					t.Fatalf("%v", err)
 				}
 			}
 		}

@@ -104,6 +104,7 @@ func (l *Log) removeFront(n int) error {
 	l.segs = append([]*segment(nil), l.segs[n:]...)
 	l.start = max(l.start, l.segs[0].base)
 	l.dirGen++
+	gen := l.dirGen
 	for _, s := range gone {
 		s.deleted = true
 		s.close()
@@ -120,6 +121,9 @@ func (l *Log) removeFront(n int) error {
 	if err := syncDir(l.dir); err != nil {
 		return l.fail(err)
 	}
+	l.mu.Lock()
+	l.dirSyncd = max(l.dirSyncd, gen)
+	l.mu.Unlock()
 	return nil
 }
 

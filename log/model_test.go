@@ -1,0 +1,291 @@
+package log
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/exactq/exactq/batch"
+	"pgregory.net/rapid"
+)
+
+// model is the obviously-correct log: every batch ever appended (below the start offset
+// too, since reads may return them), in order, and the start offset.
+type model struct {
+	batches [][]byte
+	start   int64
+	end     int64
+}
+
+func (m *model) read(offset int64, maxBytes int32, maxOffset int64) ([]byte, error) {
+	if offset < m.start || offset > m.end {
+		return nil, ErrOffsetOutOfRange
+	}
+	if offset == m.end || offset >= maxOffset {
+		return nil, nil
+	}
+	var out []byte
+	for _, b := range m.batches {
+		if lastOffset(b) < offset {
+			continue
+		}
+		if batch.BaseOffset(b) >= maxOffset || len(out) > 0 && len(out)+len(b) > int(maxBytes) {
+			break
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+// live returns the batches a Scan from the start offset must return.
+func (m *model) live() [][]byte {
+	var out [][]byte
+	for _, b := range m.batches {
+		if lastOffset(b) >= m.start {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// modelRun drives one random history against a real log and the model.
+type modelRun struct {
+	dir string
+	cfg Config
+	clk *fakeClock
+	l   *Log
+	m   model
+	rng *rand.Rand
+}
+
+func (r *modelRun) open(t *rapid.T) {
+	l, err := Open(r.dir, r.cfg, Options{Now: r.clk.Now})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	r.l = l
+}
+
+// check compares the whole observable state.
+func (r *modelRun) check(t *rapid.T) {
+	if s, e := r.l.StartOffset(), r.l.EndOffset(); s != r.m.start || e != r.m.end {
+		t.Fatalf("start/end %d/%d, model %d/%d", s, e, r.m.start, r.m.end)
+	}
+	var got [][]byte
+	if err := r.l.Scan(0, func(b []byte) error {
+		got = append(got, append([]byte(nil), b...))
+		return nil
+	}); err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	want := r.m.live()
+	if len(got) != len(want) {
+		t.Fatalf("Scan: %d batches, model %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("Scan: batch %d (base %d) differs from the model (base %d)", i, batch.BaseOffset(got[i]), batch.BaseOffset(want[i]))
+		}
+	}
+}
+
+func (r *modelRun) appendOp(t *rapid.T) {
+	n := rapid.IntRange(1, 3).Draw(t, "batches")
+	var bs [][]byte
+	var total int64
+	for i := 0; i < n; i++ {
+		recs := rapid.IntRange(1, 4).Draw(t, "records")
+		size := rapid.IntRange(0, 150).Draw(t, "valueBytes")
+		ts := r.clk.Ms() - int64(rapid.IntRange(0, 2000).Draw(t, "tsSkew"))
+		b := valueBatch(recs, size, ts)
+		bs = append(bs, b)
+		total += int64(len(b))
+	}
+	first, last, err := r.l.Append(bs)
+	if total > r.cfg.SegmentBytes {
+		if !errors.Is(err, ErrRecordListTooLarge) {
+			t.Fatalf("append of %d bytes into %d-byte segments: %v", total, r.cfg.SegmentBytes, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if first != r.m.end {
+		t.Fatalf("Append first %d, model end %d", first, r.m.end)
+	}
+	for _, b := range bs {
+		r.m.batches = append(r.m.batches, append([]byte(nil), b...))
+		r.m.end = lastOffset(b) + 1
+	}
+	if last != r.m.end-1 {
+		t.Fatalf("Append last %d, model %d", last, r.m.end-1)
+	}
+}
+
+func (r *modelRun) readOp(t *rapid.T) {
+	offset := rapid.Int64Range(r.m.start-2, r.m.end+2).Draw(t, "offset")
+	maxBytes := int32(rapid.IntRange(0, 3000).Draw(t, "maxBytes"))
+	maxOffset := int64(math.MaxInt64)
+	if rapid.Bool().Draw(t, "limitOffset") {
+		maxOffset = rapid.Int64Range(r.m.start, r.m.end+1).Draw(t, "maxOffset")
+	}
+	got, err := r.l.Read(offset, maxBytes, maxOffset)
+	want, werr := r.m.read(offset, maxBytes, maxOffset)
+	if !errors.Is(err, werr) || !bytes.Equal(got, want) {
+		t.Fatalf("Read(%d, %d, %d) = %d bytes, %v; model %d bytes, %v", offset, maxBytes, maxOffset, len(got), err, len(want), werr)
+	}
+}
+
+func (r *modelRun) deleteRecordsOp(t *rapid.T) {
+	offset := rapid.Int64Range(r.m.start-1, r.m.end+1).Draw(t, "deleteBefore")
+	got, err := r.l.DeleteRecordsBefore(offset)
+	if offset > r.m.end || offset < 0 {
+		if !errors.Is(err, ErrOffsetOutOfRange) {
+			t.Fatalf("DeleteRecordsBefore(%d) beyond end %d: %v", offset, r.m.end, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("DeleteRecordsBefore: %v", err)
+	}
+	r.m.start = max(r.m.start, offset)
+	if got != r.m.start {
+		t.Fatalf("DeleteRecordsBefore(%d) = %d, model %d", offset, got, r.m.start)
+	}
+}
+
+// retentionOp: which segments go depends on the segmentation, which the model does not
+// know; it checks the rules instead: the start offset rises only to a batch boundary, the
+// active segment's batches stay, and a size limit is respected as Kafka does.
+func (r *modelRun) retentionOp(t *rapid.T) {
+	cfg := r.cfg
+	cfg.RetentionMs = -1
+	cfg.RetentionBytes = -1
+	if rapid.Bool().Draw(t, "byTime") {
+		cfg.RetentionMs = int64(rapid.IntRange(0, 5000).Draw(t, "retentionMs"))
+	} else {
+		cfg.RetentionBytes = int64(rapid.IntRange(0, 6000).Draw(t, "retentionBytes"))
+	}
+	r.l.SetConfig(cfg)
+	before := r.l.Size()
+	n, err := r.l.EnforceRetention()
+	r.l.SetConfig(r.cfg)
+	if err != nil {
+		t.Fatalf("EnforceRetention: %v", err)
+	}
+	start := r.l.StartOffset()
+	if start < r.m.start || start > r.m.end {
+		t.Fatalf("retention moved start %d -> %d (end %d)", r.m.start, start, r.m.end)
+	}
+	if n > 0 && start != r.m.start {
+		ok := false
+		for _, b := range r.m.batches {
+			ok = ok || batch.BaseOffset(b) == start
+		}
+		if !ok && start != r.m.end {
+			t.Fatalf("retention start %d is not a batch boundary", start)
+		}
+	}
+	// Segments wholly below the start offset go whatever the size; only those may take
+	// the log below retention.bytes, and they do not move the start offset.
+	if cfg.RetentionBytes >= 0 && start > r.m.start && r.l.Size() < cfg.RetentionBytes {
+		t.Fatalf("size retention went below the limit: %d -> %d < %d", before, r.l.Size(), cfg.RetentionBytes)
+	}
+	if r.l.NumSegments() < 1 {
+		t.Fatalf("no segments left")
+	}
+	r.m.start = start
+}
+
+func (r *modelRun) reopenOp(t *rapid.T) {
+	if err := r.l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	r.open(t)
+	r.check(t)
+}
+
+func (r *modelRun) crashOp(t *rapid.T) {
+	st := r.l.crash()
+	loseUnsynced(t, r.dir, st, r.rng)
+	r.open(t)
+	end := r.l.EndOffset()
+	if end < st.durableEnd || end > r.m.end {
+		t.Fatalf("after crash end %d; durable %d, appended up to %d", end, st.durableEnd, r.m.end)
+	}
+	// Cut the model back to what survived; the survivors must be exactly its prefix.
+	for len(r.m.batches) > 0 && lastOffset(r.m.batches[len(r.m.batches)-1]) >= end {
+		r.m.batches = r.m.batches[:len(r.m.batches)-1]
+	}
+	if n := len(r.m.batches); n > 0 && lastOffset(r.m.batches[n-1])+1 != end {
+		t.Fatalf("after crash end %d is not a batch boundary of the model", end)
+	}
+	r.m.end = end
+	r.m.start = min(r.m.start, end)
+	if s := r.l.StartOffset(); s != r.m.start {
+		// Retention may have removed the segment holding the old start; a crash cannot
+		// bring it back below the durable start.
+		if s < r.m.start {
+			t.Fatalf("start offset fell from %d to %d in a crash", r.m.start, s)
+		}
+		r.m.start = s
+	}
+	r.check(t)
+}
+
+func (r *modelRun) syncOp(t *rapid.T) {
+	if rapid.Bool().Draw(t, "viaWait") {
+		if err := r.l.WaitDurable(r.m.end); err != nil {
+			t.Fatalf("WaitDurable: %v", err)
+		}
+	} else if err := r.l.Sync(); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	if d := r.l.DurableEnd(); d != r.m.end {
+		t.Fatalf("DurableEnd %d after sync, end %d", d, r.m.end)
+	}
+}
+
+func TestModel(t *testing.T) {
+	root := memTempDir(t)
+	runs := 0
+	rapid.Check(t, func(t *rapid.T) {
+		runs++
+		dir, err := os.MkdirTemp(root, fmt.Sprintf("run%d-", runs))
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		cfg := DefaultConfig()
+		cfg.SegmentBytes = int64(rapid.IntRange(500, 4000).Draw(t, "segmentBytes"))
+		cfg.IndexIntervalBytes = int32(rapid.IntRange(1, 800).Draw(t, "indexInterval"))
+		cfg.SegmentMs = int64(rapid.SampledFrom([]int{0, 500, 3000}).Draw(t, "segmentMs"))
+		r := &modelRun{dir: dir, cfg: cfg, clk: newFakeClock(), rng: rand.New(rand.NewSource(rapid.Int64().Draw(t, "crashSeed")))}
+		r.open(t)
+		t.Cleanup(func() {
+			r.l.Close()
+			os.RemoveAll(dir)
+		})
+		t.Repeat(map[string]func(*rapid.T){
+			"append":        r.appendOp,
+			"append2":       r.appendOp,
+			"read":          r.readOp,
+			"deleteRecords": r.deleteRecordsOp,
+			"retention":     r.retentionOp,
+			"reopen":        r.reopenOp,
+			"crash":         r.crashOp,
+			"sync":          r.syncOp,
+			"tick":          func(t *rapid.T) { r.clk.Advance(time.Duration(rapid.IntRange(1, 1500).Draw(t, "ms")) * time.Millisecond) },
+			"": func(t *rapid.T) { // checked after every step
+				if s, e := r.l.StartOffset(), r.l.EndOffset(); s != r.m.start || e != r.m.end {
+					t.Fatalf("start/end %d/%d, model %d/%d", s, e, r.m.start, r.m.end)
+				}
+			},
+		})
+	})
+}
