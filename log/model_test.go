@@ -280,7 +280,9 @@ func TestModel(t *testing.T) {
 			"reopen":        r.reopenOp,
 			"crash":         r.crashOp,
 			"sync":          r.syncOp,
-			"tick":          func(t *rapid.T) { r.clk.Advance(time.Duration(rapid.IntRange(1, 1500).Draw(t, "ms")) * time.Millisecond) },
+			"tick": func(t *rapid.T) {
+				r.clk.Advance(time.Duration(rapid.IntRange(1, 1500).Draw(t, "ms")) * time.Millisecond)
+			},
 			"": func(t *rapid.T) { // checked after every step
 				if s, e := r.l.StartOffset(), r.l.EndOffset(); s != r.m.start || e != r.m.end {
 					t.Fatalf("start/end %d/%d, model %d/%d", s, e, r.m.start, r.m.end)
