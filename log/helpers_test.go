@@ -159,8 +159,6 @@ func splitT(t testing.TB, b []byte) [][]byte {
 	return bs
 }
 
-func lastOffset(b []byte) int64 { return batch.BaseOffset(b) + lastOffsetDelta(b) }
-
 // memTempDir returns a temporary directory on tmpfs when the machine has one, for tests
 // that reopen logs hundreds of times: they check recovery logic, not the disk, and fsync on
 // tmpfs costs nothing. Elsewhere it is t.TempDir().

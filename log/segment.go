@@ -25,6 +25,7 @@ const (
 func lastOffsetDelta(b []byte) int64 {
 	return int64(int32(binary.BigEndian.Uint32(b[hdrLastOffsetDelta:])))
 }
+func lastOffset(b []byte) int64   { return batch.BaseOffset(b) + lastOffsetDelta(b) }
 func maxTimestamp(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[hdrMaxTimestamp:])) }
 func attributes(b []byte) int16   { return int16(binary.BigEndian.Uint16(b[hdrAttributes:])) }
 func producerID(b []byte) int64   { return int64(binary.BigEndian.Uint64(b[hdrProducerID:])) }
