@@ -1,0 +1,252 @@
+// Package broker owns topics and partitions and serves the data-plane and topic-admin
+// requests (produce, fetch, metadata, offsets, topic and config admin) for the wire server.
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/exactq/exactq/batch"
+)
+
+// FsyncPolicy says when the broker makes appended data durable.
+type FsyncPolicy int
+
+const (
+	// FsyncAlways: acks=all is answered after the data is fsynced (many requests share one
+	// fsync), and consumers only see fsynced data. The default.
+	FsyncAlways FsyncPolicy = iota
+	// FsyncNever leaves flushing to the OS, as Apache Kafka does by default: faster, but a
+	// machine crash (not a process crash) can lose acknowledged records.
+	FsyncNever
+)
+
+// Config is the broker's static configuration.
+type Config struct {
+	DataDir          string
+	NodeID           int32
+	AdvertisedHost   string
+	AdvertisedPort   int32
+	Rack             string
+	AutoCreateTopics bool
+	Fsync            FsyncPolicy
+	// BrokerConfigs are broker-level overrides of topic defaults by their Kafka broker config
+	// names (log.retention.ms, num.partitions, message.max.bytes, ...).
+	BrokerConfigs map[string]string
+	// HousekeepingInterval is how often retention and compaction run (Kafka's
+	// log.retention.check.interval.ms, default 5 minutes).
+	HousekeepingInterval time.Duration
+	Now                  func() time.Time
+	Logger               *slog.Logger
+}
+
+// Broker is a single exactq node.
+type Broker struct {
+	cfg    Config
+	logger *slog.Logger
+	now    func() time.Time
+	lock   *dataDirLock
+	meta   metaProperties
+	pids   *producerIDs
+	topics topics
+	defaults brokerDefaults
+
+	// adminMu serializes topic creation, deletion and partition changes.
+	adminMu sync.Mutex
+
+	sessions *fetchSessions
+
+	bg     sync.WaitGroup
+	stop   chan struct{}
+	closed bool
+}
+
+// Open opens (or initializes) the data directory, recovers every partition log and returns
+// a broker ready to serve.
+func Open(cfg Config) (*Broker, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("broker: DataDir is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HousekeepingInterval <= 0 {
+		cfg.HousekeepingInterval = 5 * time.Minute
+	}
+	defaults, err := newBrokerDefaults(cfg.BrokerConfigs)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "topics"), 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		cfg:      cfg,
+		logger:   cfg.Logger,
+		now:      cfg.Now,
+		lock:     lock,
+		defaults: defaults,
+		stop:     make(chan struct{}),
+		topics: topics{
+			dir:     cfg.DataDir,
+			metaDir: filepath.Join(cfg.DataDir, "topics"),
+			byName:  map[string]*topic{},
+			byID:    map[[16]byte]*topic{},
+		},
+	}
+	b.sessions = newFetchSessions(b)
+	if err := b.load(); err != nil {
+		b.closeLogs()
+		lock.release()
+		return nil, err
+	}
+	b.bg.Add(1)
+	go b.housekeeping()
+	return b, nil
+}
+
+func (b *Broker) load() error {
+	var err error
+	if b.meta, err = loadOrCreateMeta(b.cfg.DataDir, b.cfg.NodeID); err != nil {
+		return err
+	}
+	if b.pids, err = openProducerIDs(b.cfg.DataDir); err != nil {
+		return err
+	}
+	recs, err := loadTopicRecords(b.topics.metaDir)
+	if err != nil {
+		return err
+	}
+	known := map[string]int32{}
+	for _, rec := range recs {
+		known[rec.Name] = rec.Partitions
+	}
+	if err := removeOrphanPartitionDirs(b.cfg.DataDir, known); err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		id, err := parseTopicID(rec.ID)
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", rec.Name, err)
+		}
+		settings, err := b.resolveSettings(rec.Configs)
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", rec.Name, err)
+		}
+		t := &topic{name: rec.Name, id: id, internal: isInternalTopic(rec.Name), configs: rec.Configs, settings: settings}
+		for i := int32(0); i < rec.Partitions; i++ {
+			p, err := b.openPartition(t, i, settings)
+			if err != nil {
+				return err
+			}
+			t.partitions = append(t.partitions, p)
+		}
+		b.topics.byName[t.name] = t
+		b.topics.byID[t.id] = t
+	}
+	b.logger.Info("data directory loaded", "dir", b.cfg.DataDir, "cluster_id", b.meta.ClusterID, "topics", len(recs))
+	return nil
+}
+
+// ClusterID is the data directory's cluster id.
+func (b *Broker) ClusterID() string { return b.meta.ClusterID }
+
+// Close stops background work, makes every log durable and closes it.
+func (b *Broker) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	close(b.stop)
+	err := b.closeLogs()
+	b.bg.Wait()
+	b.lock.release()
+	return err
+}
+
+func (b *Broker) closeLogs() error {
+	var errs []error
+	for _, t := range b.topics.all() {
+		parts, _ := t.snapshot()
+		for _, p := range parts {
+			if err := p.close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// housekeeping runs retention and compaction on every partition periodically.
+func (b *Broker) housekeeping() {
+	defer b.bg.Done()
+	tick := time.NewTicker(b.cfg.HousekeepingInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+			b.RunHousekeeping()
+		}
+	}
+}
+
+// RunHousekeeping applies retention and compaction to every partition once.
+func (b *Broker) RunHousekeeping() {
+	for _, t := range b.topics.all() {
+		parts, settings := t.snapshot()
+		for _, p := range parts {
+			if settings.log.Delete {
+				if _, err := p.log.EnforceRetention(); err != nil {
+					b.logger.Error("retention failed", "topic", t.name, "partition", p.index, "err", err)
+				}
+			}
+			if settings.log.Compact {
+				if err := compactLog(p.log); err != nil {
+					b.logger.Error("compaction failed", "topic", t.name, "partition", p.index, "err", err)
+				}
+			}
+		}
+	}
+}
+
+func (p *partition) rebuildProducerState() error {
+	return p.log.Scan(p.log.StartOffset(), func(raw []byte) error {
+		h, err := batch.Parse(raw)
+		if err != nil {
+			return err
+		}
+		if h.ProducerID < 0 {
+			return nil
+		}
+		_, _, err = p.producers.Replay(h)
+		return err
+	})
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("corrupt %s: %w", path, err)
+	}
+	return nil
+}
+
+

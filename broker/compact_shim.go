@@ -1,0 +1,5 @@
+package broker
+
+import "github.com/exactq/exactq/log"
+
+func compactLog(l *log.Log) error { return nil }

@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/log"
+	"github.com/exactq/exactq/server"
+)
+
+// fetchTarget is one partition a fetch reads, after fetch-session resolution.
+type fetchTarget struct {
+	topic       string
+	topicID     [16]byte
+	partition   int32
+	offset      int64
+	maxBytes    int32
+	leaderEpoch int32 // -1 when the client did not say
+}
+
+// maxFetchWait caps a client's MaxWaitMs so one request cannot pin a connection for hours.
+const maxFetchWait = 5 * time.Minute
+
+func (b *Broker) handleFetch(req *server.Request, ctx context.Context, r *kmsg.FetchRequest) server.Reply {
+	sess, code := b.sessions.begin(r, req.Conn.ID)
+	if code != 0 {
+		resp := r.ResponseKind().(*kmsg.FetchResponse)
+		sess.finish(resp)
+		return server.Reply{Resp: resp}
+	}
+	targets := sess.targets()
+	readCommitted := r.IsolationLevel == 1
+	responseMax := r.MaxBytes
+	if responseMax <= 0 || r.Version < 3 {
+		responseMax = 1<<31 - 1
+	}
+
+	resp, n, hasError := b.readFetch(r, targets, responseMax, readCommitted)
+	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
+	if wait > maxFetchWait {
+		wait = maxFetchWait
+	}
+	if n >= int(r.MinBytes) || wait <= 0 || hasError || len(targets) == 0 {
+		sess.finish(resp)
+		return server.Reply{Resp: resp}
+	}
+
+	// Long poll: answer when MinBytes are available or MaxWaitMs has passed. This runs in
+	// the reply's Wait, so the connection's next request is handled meanwhile.
+	return server.Reply{Wait: func() kmsg.Response {
+		wake := make(chan struct{}, 1)
+		var watched []*partition
+		for _, tg := range targets {
+			if p := b.lookupPartition(tg, r.Version); p != nil {
+				p.watch(wake)
+				watched = append(watched, p)
+			}
+		}
+		defer func() {
+			for _, p := range watched {
+				p.unwatch(wake)
+			}
+		}()
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		for {
+			select {
+			case <-wake:
+				resp, n, hasError = b.readFetch(r, targets, responseMax, readCommitted)
+				if n < int(r.MinBytes) && !hasError {
+					continue
+				}
+			case <-timer.C:
+				resp, _, _ = b.readFetch(r, targets, responseMax, readCommitted)
+			case <-ctx.Done():
+			}
+			sess.finish(resp)
+			return resp
+		}
+	}}
+}
+
+func (b *Broker) lookupPartition(tg fetchTarget, version int16) *partition {
+	var t *topic
+	if version >= 13 {
+		t = b.topics.getByID(tg.topicID)
+	} else {
+		t = b.topics.get(tg.topic)
+	}
+	return partitionOf(t, tg.partition)
+}
+
+// readFetch reads every target once and builds the response. It returns the number of
+// record bytes in it and whether any partition carries an error (an error is news worth
+// answering at once, as Kafka does).
+func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, responseMax int32, readCommitted bool) (*kmsg.FetchResponse, int, bool) {
+	resp := r.ResponseKind().(*kmsg.FetchResponse)
+	total := 0
+	hasError := false
+	var cur *kmsg.FetchResponseTopic
+	for _, tg := range targets {
+		if cur == nil || cur.Topic != tg.topic || cur.TopicID != tg.topicID {
+			resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
+			cur = &resp.Topics[len(resp.Topics)-1]
+			cur.Topic, cur.TopicID = tg.topic, tg.topicID
+		}
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = tg.partition
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		rp.PreferredReadReplica = -1
+		budget := int(responseMax) - total
+		b.readPartition(r.Version, tg, &rp, budget, total == 0, readCommitted)
+		if rp.ErrorCode != 0 {
+			hasError = true
+		}
+		total += len(rp.RecordBatches)
+		cur.Partitions = append(cur.Partitions, rp)
+	}
+	return resp, total, hasError
+}
+
+// readPartition fills one partition of a fetch response. firstInResponse implements
+// KIP-74: the first non-empty partition of a response always gets at least one whole
+// batch, even when it exceeds the limits, so a consumer is never stuck behind a big batch.
+func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResponseTopicPartition, budget int, firstInResponse, readCommitted bool) {
+	p := b.lookupPartition(tg, version)
+	if p == nil {
+		if version >= 13 {
+			rp.ErrorCode = kerr.UnknownTopicID.Code
+		} else {
+			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		}
+		return
+	}
+	if code := checkLeaderEpoch(tg.leaderEpoch); code != 0 {
+		rp.ErrorCode = code
+		return
+	}
+	hw := p.highWatermark()
+	rp.HighWatermark = hw
+	rp.LastStableOffset = hw
+	rp.LogStartOffset = p.log.StartOffset()
+	if readCommitted {
+		rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
+	}
+	if tg.offset < rp.LogStartOffset || tg.offset > p.log.EndOffset() {
+		rp.ErrorCode = kerr.OffsetOutOfRange.Code
+		return
+	}
+	if tg.offset >= hw {
+		return
+	}
+	limit := tg.maxBytes
+	if limit > int32(budget) {
+		limit = int32(max(budget, 0))
+	}
+	if limit <= 0 && !firstInResponse {
+		return
+	}
+	data, err := p.log.Read(tg.offset, limit, hw)
+	switch {
+	case errors.Is(err, log.ErrOffsetOutOfRange):
+		// Retention moved the start past the offset between the check and the read.
+		rp.ErrorCode = kerr.OffsetOutOfRange.Code
+		rp.LogStartOffset = p.log.StartOffset()
+		return
+	case err != nil:
+		b.logger.Error("fetch read failed", "topic", tg.topic, "partition", tg.partition, "err", err)
+		rp.ErrorCode = kerr.KafkaStorageError.Code
+		return
+	}
+	if len(data) > int(limit) && !firstInResponse {
+		// The log returned an oversized first batch; only the response's first partition
+		// may carry one.
+		return
+	}
+	rp.RecordBatches = data
+}
+
+// leaderEpoch is this single node's leader epoch for every partition. Leadership never
+// moves until clustering exists, so it stays 0.
+const leaderEpoch = 0
+
+// checkLeaderEpoch answers a client's CurrentLeaderEpoch as Kafka's leader would.
+func checkLeaderEpoch(clientEpoch int32) int16 {
+	switch {
+	case clientEpoch < 0 || clientEpoch == leaderEpoch:
+		return 0
+	case clientEpoch < leaderEpoch:
+		return kerr.FencedLeaderEpoch.Code
+	default:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+}

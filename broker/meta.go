@@ -1,0 +1,169 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// dataDirLock holds an exclusive flock on <data>/.lock so two brokers never share a
+// directory: two writers on one log would corrupt it silently.
+type dataDirLock struct{ f *os.File }
+
+func lockDataDir(dir string) (*dataDirLock, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("data directory %s is in use by another exactq process: %w", dir, err)
+	}
+	return &dataDirLock{f: f}, nil
+}
+
+func (l *dataDirLock) release() {
+	unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+	l.f.Close()
+}
+
+// metaProperties is the identity of a data directory, kept in <data>/meta.json. The cluster
+// id is generated once and never changes, so clients that cache it see a stable cluster.
+type metaProperties struct {
+	Version   int    `json:"version"`
+	ClusterID string `json:"cluster_id"`
+	NodeID    int32  `json:"node_id"`
+}
+
+func loadOrCreateMeta(dir string, nodeID int32) (metaProperties, error) {
+	path := filepath.Join(dir, "meta.json")
+	var m metaProperties
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &m); err != nil {
+			return m, fmt.Errorf("corrupt %s: %w", path, err)
+		}
+		if m.NodeID != nodeID {
+			return m, fmt.Errorf("data directory %s belongs to node %d, not %d", dir, m.NodeID, nodeID)
+		}
+		return m, nil
+	case errors.Is(err, os.ErrNotExist):
+		m = metaProperties{Version: 1, ClusterID: newClusterID(), NodeID: nodeID}
+		return m, writeJSONAtomic(path, m)
+	default:
+		return m, err
+	}
+}
+
+// newClusterID makes a Kafka-style cluster id: a random UUID in URL-safe base64.
+func newClusterID() string {
+	var u [16]byte
+	rand.Read(u[:])
+	return base64.RawURLEncoding.EncodeToString(u[:])
+}
+
+func newUUID() [16]byte {
+	var u [16]byte
+	for u == ([16]byte{}) {
+		rand.Read(u[:])
+	}
+	return u
+}
+
+// writeJSONAtomic replaces path with v: write a temp file, fsync it, rename it over path,
+// fsync the directory. A crash leaves either the old or the new content, never a mix.
+func writeJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, b)
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// producerIDs hands out producer ids. Ids are reserved in blocks whose upper bound is made
+// durable before any id of the block is used, so a restart never reissues an id (which
+// would let a new producer collide with an old one's sequence state).
+type producerIDs struct {
+	mu    sync.Mutex
+	path  string
+	next  int64
+	limit int64 // first id not yet reserved durably
+}
+
+const producerIDBlock = 1000
+
+type producerIDFile struct {
+	Reserved int64 `json:"reserved_up_to"`
+}
+
+func openProducerIDs(dir string) (*producerIDs, error) {
+	p := &producerIDs{path: filepath.Join(dir, "producer-ids.json")}
+	b, err := os.ReadFile(p.path)
+	switch {
+	case err == nil:
+		var f producerIDFile
+		if err := json.Unmarshal(b, &f); err != nil {
+			return nil, fmt.Errorf("corrupt %s: %w", p.path, err)
+		}
+		p.next, p.limit = f.Reserved, f.Reserved
+	case errors.Is(err, os.ErrNotExist):
+	default:
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *producerIDs) allocate() (int64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.next >= p.limit {
+		limit := p.limit + producerIDBlock
+		if err := writeJSONAtomic(p.path, producerIDFile{Reserved: limit}); err != nil {
+			return -1, err
+		}
+		p.limit = limit
+	}
+	id := p.next
+	p.next++
+	return id, nil
+}

@@ -1,0 +1,196 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/server"
+)
+
+// appendResult is what a produce response reports for one partition.
+type appendResult struct {
+	code          int16
+	message       string
+	baseOffset    int64
+	end           int64 // offset after the appended batch; what acks=all waits for
+	logAppendTime int64 // -1 unless the topic uses LogAppendTime
+	duplicate     bool  // a retry of a batch already in the log: nothing was appended
+}
+
+func errResult(err *kerr.Error, msg string) appendResult {
+	return appendResult{code: err.Code, message: msg, baseOffset: -1, logAppendTime: -1}
+}
+
+func (b *Broker) handleProduce(req *server.Request, r *kmsg.ProduceRequest) server.Reply {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	acks := r.Acks
+	validAcks := acks == -1 || acks == 0 || acks == 1
+	anyError := false
+	type pending struct {
+		part   *partition
+		ti, pi int // position in resp.Topics
+		end    int64
+	}
+	var waits []pending
+
+	for ti := range r.Topics {
+		rt := &r.Topics[ti]
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t *topic
+		missing := kerr.UnknownTopicOrPartition
+		if req.Version >= 13 {
+			t = b.topics.getByID(rt.TopicID)
+			missing = kerr.UnknownTopicID
+		} else {
+			t = b.topics.get(rt.Topic)
+		}
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			var res appendResult
+			switch {
+			case !validAcks:
+				res = errResult(kerr.InvalidRequiredAcks, "acks must be -1, 0 or 1")
+			case t == nil:
+				res = errResult(missing, "")
+			case t.partition(rp.Partition) == nil:
+				res = errResult(kerr.UnknownTopicOrPartition, "")
+			case t.internal && !b.allowInternalWrites():
+				res = errResult(kerr.InvalidTopicException, "cannot append to internal topic "+t.name)
+			default:
+				res = b.produceToPartition(t, t.partition(rp.Partition), rp.Records, req.Version)
+			}
+			sp.ErrorCode = res.code
+			if res.message != "" {
+				m := res.message
+				sp.ErrorMessage = &m
+			}
+			sp.BaseOffset = res.baseOffset
+			sp.LogAppendTime = res.logAppendTime
+			sp.LogStartOffset = -1
+			if p := partitionOf(t, rp.Partition); p != nil {
+				sp.LogStartOffset = p.log.StartOffset()
+			}
+			if res.code != 0 {
+				anyError = true
+			}
+			st.Partitions = append(st.Partitions, sp)
+			if res.code == 0 && !res.duplicate && acks == -1 && b.cfg.Fsync == FsyncAlways {
+				waits = append(waits, pending{part: t.partition(rp.Partition), ti: ti, pi: pi, end: res.end})
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	if acks == 0 {
+		// No response is sent for acks=0. Kafka closes the connection when such a request
+		// failed, the only way to tell a client that does not read responses.
+		return server.Reply{Close: anyError}
+	}
+	if len(waits) == 0 {
+		return server.Reply{Resp: resp}
+	}
+	return server.Reply{Wait: func() kmsg.Response {
+		for _, w := range waits {
+			if err := w.part.log.WaitDurable(w.end); err != nil {
+				b.logger.Error("produce fsync failed", "topic", w.part.topic.name, "partition", w.part.index, "err", err)
+				sp := &resp.Topics[w.ti].Partitions[w.pi]
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				sp.BaseOffset = -1
+			}
+		}
+		return resp
+	}}
+}
+
+func partitionOf(t *topic, i int32) *partition {
+	if t == nil {
+		return nil
+	}
+	return t.partition(i)
+}
+
+// allowInternalWrites reports whether clients may produce to internal topics. They may
+// not: internal topics are written by exactq's coordinators only.
+func (b *Broker) allowInternalWrites() bool { return false }
+
+// produceToPartition validates one partition's records and appends them.
+func (b *Broker) produceToPartition(t *topic, p *partition, records []byte, version int16) appendResult {
+	_, settings := t.snapshot()
+	batches, err := batch.Split(records)
+	if err != nil {
+		return errResult(kerr.CorruptMessage, err.Error())
+	}
+	if len(batches) != 1 {
+		// Kafka requires exactly one batch per partition since Produce v3.
+		return errResult(kerr.InvalidRecord, "produce requests must contain exactly one record batch per partition")
+	}
+	raw := batches[0]
+	h, err := batch.Validate(raw, batch.ValidateOptions{MaxBatchBytes: settings.maxMessageBytes})
+	if err != nil {
+		code := batch.KafkaCode(err)
+		return errResult(kerr.ErrorForCode(code).(*kerr.Error), err.Error())
+	}
+	if codec := h.Attributes & batch.AttrCompressionMask; codec == batch.CodecZstd && version < 7 {
+		return errResult(kerr.UnsupportedCompressionType, "zstd requires produce v7 or later")
+	}
+	if h.Attributes&batch.AttrTransactional != 0 {
+		// Transactional ids are not served yet, so no producer can hold a valid
+		// transactional producer id.
+		return errResult(kerr.InvalidProducerIDMapping, "transactions are not supported yet")
+	}
+	now := b.now().UnixMilli()
+	if code, msg := settings.checkTimestamps(h, now); code != 0 {
+		return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)
+	}
+	res := p.append(raw, h, settings, now)
+	if res.code == 0 && !res.duplicate {
+		if b.cfg.Fsync == FsyncAlways {
+			p.kickSync()
+		} else {
+			p.advanceHW(res.end)
+		}
+	}
+	return res
+}
+
+// append checks producer sequences and appends one validated batch.
+func (p *partition) append(raw []byte, h kmsg.RecordBatch, settings topicSettings, nowMs int64) appendResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	logAppendTime := int64(-1)
+	if settings.logAppendTime {
+		batch.SetLogAppendTime(raw, nowMs)
+		logAppendTime = nowMs
+	}
+	if h.ProducerID >= 0 {
+		dup, err := p.checkProducer(h)
+		if err != nil {
+			var ke *kerr.Error
+			if errors.As(err, &ke) {
+				return errResult(ke, err.Error())
+			}
+			return errResult(kerr.UnknownServerError, err.Error())
+		}
+		if dup != nil {
+			return *dup
+		}
+	}
+	first, _, err := p.log.Append([][]byte{raw})
+	if err != nil {
+		return errResult(kerr.KafkaStorageError, err.Error())
+	}
+	if h.ProducerID >= 0 {
+		h.FirstOffset = first
+		if settings.logAppendTime {
+			h.MaxTimestamp = nowMs
+		}
+		p.recordProducer(h)
+	}
+	return appendResult{baseOffset: first, end: first + int64(h.LastOffsetDelta) + 1, logAppendTime: logAppendTime}
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/exactq/exactq/broker"
+	"github.com/exactq/exactq/server"
+)
+
+// serveOptions are the broker's settings, from an optional properties file and then flags
+// (flags win).
+type serveOptions struct {
+	listen          string
+	advertised      string
+	dataDir         string
+	nodeID          int
+	fsync           string
+	maxRequestBytes int
+	maxConnections  int
+	idleTimeout     time.Duration
+	autoCreate      bool
+	logLevel        string
+	brokerConfigs   map[string]string // Kafka broker config names (log.retention.ms, ...)
+}
+
+func defaultServeOptions() serveOptions {
+	return serveOptions{
+		listen:          "127.0.0.1:9092",
+		dataDir:         "./exactq-data",
+		nodeID:          1,
+		fsync:           "always",
+		maxRequestBytes: int(server.DefaultMaxRequestBytes),
+		maxConnections:  server.DefaultMaxConnections,
+		idleTimeout:     server.DefaultIdleTimeout,
+		autoCreate:      true,
+		logLevel:        "info",
+		brokerConfigs:   map[string]string{},
+	}
+}
+
+// fileKeys maps properties-file keys to the flag they set. Any other key is passed to the
+// broker as a Kafka broker config (log.retention.hours=24 and the like).
+var fileKeys = map[string]string{
+	"listen": "listen", "advertised": "advertised", "data.dir": "data-dir", "node.id": "node-id",
+	"fsync": "fsync", "socket.request.max.bytes": "max-request-bytes",
+	"max.connections": "max-connections", "connections.max.idle.ms": "idle-timeout",
+	"auto.create.topics.enable": "auto-create-topics", "log.level": "log-level",
+}
+
+func runServe(args []string) error {
+	opts := defaultServeOptions()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	configFile := fs.String("config", "", "properties file (key=value lines); flags override it")
+	fs.StringVar(&opts.listen, "listen", opts.listen, "address to listen on")
+	fs.StringVar(&opts.advertised, "advertised", "", "host:port advertised to clients (default: the listen address)")
+	fs.StringVar(&opts.dataDir, "data-dir", opts.dataDir, "data directory")
+	fs.IntVar(&opts.nodeID, "node-id", opts.nodeID, "this broker's node id")
+	fs.StringVar(&opts.fsync, "fsync", opts.fsync, "always: acks=all answered after fsync (group commit); never: leave flushing to the OS")
+	fs.IntVar(&opts.maxRequestBytes, "max-request-bytes", opts.maxRequestBytes, "largest request accepted (socket.request.max.bytes)")
+	fs.IntVar(&opts.maxConnections, "max-connections", opts.maxConnections, "most client connections at once")
+	fs.DurationVar(&opts.idleTimeout, "idle-timeout", opts.idleTimeout, "close connections idle this long")
+	fs.BoolVar(&opts.autoCreate, "auto-create-topics", opts.autoCreate, "create unknown topics a client asks for in Metadata")
+	fs.StringVar(&opts.logLevel, "log-level", opts.logLevel, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *configFile != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := applyConfigFile(*configFile, fs, set, opts.brokerConfigs); err != nil {
+			return err
+		}
+	}
+	return serve(opts)
+}
+
+// applyConfigFile reads key=value lines (# comments) and applies each to its flag unless
+// the flag was given on the command line.
+func applyConfigFile(path string, fs *flag.FlagSet, explicit map[string]bool, brokerConfigs map[string]string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return fmt.Errorf("%s:%d: expected key=value", path, n)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		flagName, isFlag := fileKeys[k]
+		if !isFlag {
+			brokerConfigs[k] = v
+			continue
+		}
+		if explicit[flagName] {
+			continue
+		}
+		if k == "connections.max.idle.ms" {
+			ms, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %s: %v", path, n, k, err)
+			}
+			v = (time.Duration(ms) * time.Millisecond).String()
+		}
+		if err := fs.Set(flagName, v); err != nil {
+			return fmt.Errorf("%s:%d: %s: %v", path, n, k, err)
+		}
+	}
+	return sc.Err()
+}
+
+func serve(opts serveOptions) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(opts.logLevel)); err != nil {
+		return fmt.Errorf("log level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	var fsync broker.FsyncPolicy
+	switch opts.fsync {
+	case "always":
+		fsync = broker.FsyncAlways
+	case "never":
+		fsync = broker.FsyncNever
+	default:
+		return fmt.Errorf("fsync must be always or never, not %q", opts.fsync)
+	}
+	ln, err := net.Listen("tcp", opts.listen)
+	if err != nil {
+		return err
+	}
+	advertised := opts.advertised
+	if advertised == "" {
+		advertised = ln.Addr().String()
+	}
+	host, portStr, err := net.SplitHostPort(advertised)
+	if err != nil {
+		return fmt.Errorf("advertised address: %w", err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("advertised port: %w", err)
+	}
+	if err := os.MkdirAll(opts.dataDir, 0o755); err != nil {
+		return err
+	}
+	b, err := broker.Open(broker.Config{
+		DataDir:          opts.dataDir,
+		NodeID:           int32(opts.nodeID),
+		AdvertisedHost:   host,
+		AdvertisedPort:   int32(port),
+		AutoCreateTopics: opts.autoCreate,
+		Fsync:            fsync,
+		BrokerConfigs:    opts.brokerConfigs,
+		Logger:           logger,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := server.New(server.Config{
+		MaxRequestBytes: int32(opts.maxRequestBytes),
+		MaxConnections:  opts.maxConnections,
+		IdleTimeout:     opts.idleTimeout,
+		ClusterID:       b.ClusterID(),
+		NodeID:          int32(opts.nodeID),
+	}, b, logger)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	// The line tests and scripts wait for: the broker is accepting connections.
+	logger.Info("exactq serving", "listen", ln.Addr().String(), "advertised", advertised, "data_dir", opts.dataDir, "fsync", opts.fsync)
+
+	select {
+	case sig := <-sigs:
+		logger.Info("shutting down", "signal", sig.String())
+	case err := <-errc:
+		if err != nil && !errors.Is(err, server.ErrServerClosed) {
+			b.Close()
+			return err
+		}
+	}
+	// Finish in-flight requests, then make every log durable.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		logger.Warn("shutdown did not finish cleanly", "err", err)
+	}
+	if err := b.Close(); err != nil {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}
