@@ -48,13 +48,13 @@ type Config struct {
 
 // Broker is a single exactq node.
 type Broker struct {
-	cfg    Config
-	logger *slog.Logger
-	now    func() time.Time
-	lock   *dataDirLock
-	meta   metaProperties
-	pids   *producerIDs
-	topics topics
+	cfg      Config
+	logger   *slog.Logger
+	now      func() time.Time
+	lock     *dataDirLock
+	meta     metaProperties
+	pids     *producerIDs
+	topics   topics
 	defaults brokerDefaults
 
 	// adminMu serializes topic creation, deletion and partition changes.
@@ -248,5 +248,3 @@ func readJSON(path string, v any) error {
 	}
 	return nil
 }
-
-

@@ -122,11 +122,11 @@ func TestTopicAdmin(t *testing.T) {
 	ctx := ctxT(t)
 
 	cases := []struct {
-		name string
+		name  string
 		parts int32
-		rf   int16
-		cfg  map[string]*string
-		want error
+		rf    int16
+		cfg   map[string]*string
+		want  error
 	}{
 		{"bad/name", 1, 1, nil, kerr.InvalidTopicException},
 		{"..", 1, 1, nil, kerr.InvalidTopicException},

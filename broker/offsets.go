@@ -9,12 +9,12 @@ import (
 
 // ListOffsets special timestamps.
 const (
-	listLatest           = -1
-	listEarliest         = -2
-	listMaxTimestamp     = -3
-	listEarliestLocal    = -4 // KIP-1005: no tiered storage, so the same as earliest
-	listEarliestPending  = -5 // KIP-1023: nothing is pending upload without tiered storage
-	listLatestTiered     = -6
+	listLatest          = -1
+	listEarliest        = -2
+	listMaxTimestamp    = -3
+	listEarliestLocal   = -4 // KIP-1005: no tiered storage, so the same as earliest
+	listEarliestPending = -5 // KIP-1023: nothing is pending upload without tiered storage
+	listLatestTiered    = -6
 )
 
 func (b *Broker) handleListOffsets(req *server.Request, r *kmsg.ListOffsetsRequest) server.Reply {

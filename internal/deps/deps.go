@@ -10,6 +10,6 @@ import (
 	_ "github.com/twmb/franz-go/pkg/kadm"
 	_ "github.com/twmb/franz-go/pkg/kgo"
 	_ "github.com/twmb/franz-go/pkg/kmsg"
-	_ "pgregory.net/rapid"
 	_ "golang.org/x/sys/unix"
+	_ "pgregory.net/rapid"
 )
