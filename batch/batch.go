@@ -49,10 +49,10 @@ const (
 // Errors, each mapping to one Kafka error code (see package kerr in franz-go).
 var (
 	ErrCorrupt      = errors.New("batch: corrupt record batch")        // CORRUPT_MESSAGE
-	ErrCRC          = errors.New("batch: CRC mismatch")                 // CORRUPT_MESSAGE
-	ErrMagic        = errors.New("batch: unsupported magic (not v2)")   // UNSUPPORTED_FOR_MESSAGE_FORMAT
+	ErrCRC          = errors.New("batch: CRC mismatch")                // CORRUPT_MESSAGE
+	ErrMagic        = errors.New("batch: unsupported magic (not v2)")  // UNSUPPORTED_FOR_MESSAGE_FORMAT
 	ErrInvalidBatch = errors.New("batch: invalid record batch header") // INVALID_RECORD
-	ErrTruncated    = errors.New("batch: truncated record batch")       // CORRUPT_MESSAGE
+	ErrTruncated    = errors.New("batch: truncated record batch")      // CORRUPT_MESSAGE
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

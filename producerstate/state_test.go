@@ -92,11 +92,11 @@ func TestRules(t *testing.T) {
 			{pid: 1, epoch: 0, base: 3, n: 1},
 		}},
 		{"an exact retry of each of the last five batches is a duplicate answered with the original offsets", []step{
-			{pid: 1, epoch: 0, base: 0, n: 2},  // offsets 0-1
-			{pid: 1, epoch: 0, base: 2, n: 1},  // 2
-			{pid: 1, epoch: 0, base: 3, n: 4},  // 3-6
-			{pid: 1, epoch: 0, base: 7, n: 1},  // 7
-			{pid: 1, epoch: 0, base: 8, n: 2},  // 8-9
+			{pid: 1, epoch: 0, base: 0, n: 2}, // offsets 0-1
+			{pid: 1, epoch: 0, base: 2, n: 1}, // 2
+			{pid: 1, epoch: 0, base: 3, n: 4}, // 3-6
+			{pid: 1, epoch: 0, base: 7, n: 1}, // 7
+			{pid: 1, epoch: 0, base: 8, n: 2}, // 8-9
 			{pid: 1, epoch: 0, base: 0, n: 2, wantDup: 0 + 1},
 			{pid: 1, epoch: 0, base: 2, n: 1, wantDup: 2 + 1},
 			{pid: 1, epoch: 0, base: 3, n: 4, wantDup: 3 + 1},
