@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -122,13 +123,21 @@ func (b *Broker) allowInternalWrites() bool { return false }
 // produceToPartition validates one partition's records and appends them.
 func (b *Broker) produceToPartition(t *topic, p *partition, records []byte, version int16) appendResult {
 	_, settings := t.snapshot()
+	// Kafka's ProduceRequest.validateRecords rules for v3+: at least one batch, magic 2,
+	// exactly one batch per partition. The magic byte sits at offset 16 in every message
+	// format, so it can be read before the batch is split.
+	if len(records) == 0 {
+		return errResult(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d must have at least one record batch per partition", version))
+	}
+	if len(records) > 16 && records[16] != 2 {
+		return errResult(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain record batches with magic version 2", version))
+	}
 	batches, err := batch.Split(records)
 	if err != nil {
 		return errResult(kerr.CorruptMessage, err.Error())
 	}
 	if len(batches) != 1 {
-		// Kafka requires exactly one batch per partition since Produce v3.
-		return errResult(kerr.InvalidRecord, "produce requests must contain exactly one record batch per partition")
+		return errResult(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
 	}
 	raw := batches[0]
 	h, err := batch.Validate(raw, batch.ValidateOptions{MaxBatchBytes: settings.maxMessageBytes})
