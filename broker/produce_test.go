@@ -95,7 +95,6 @@ func TestProduceRejectsBadBatches(t *testing.T) {
 
 	wantCode(t, "over max.message.bytes", produceRaw(t, cl, "t", -1, rawBatch(t, -1, -1, -1, 200)).ErrorCode, kerr.MessageTooLarge)
 
-
 	wantCode(t, "unknown topic", produceRaw(t, cl, "nope", -1, good).ErrorCode, kerr.UnknownTopicID)
 
 	// kgo rewrites acks, so acks=2 goes over a bare connection.
