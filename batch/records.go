@@ -43,7 +43,7 @@ func RecordsLimit(b []byte, maxDecompressedBytes int) ([]kmsg.Record, error) {
 // DecodeRecords decodes the records of an already parsed batch header (h.Records holds the
 // possibly compressed payload).
 func DecodeRecords(h *kmsg.RecordBatch, maxDecompressedBytes int) ([]kmsg.Record, error) {
-	data, err := payload(h, maxDecompressedBytes)
+	data, err := payload(nil, h, maxDecompressedBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +65,9 @@ func DecodeRecords(h *kmsg.RecordBatch, maxDecompressedBytes int) ([]kmsg.Record
 	return out, nil
 }
 
-// payload returns the uncompressed records of h.
-func payload(h *kmsg.RecordBatch, maxDecompressedBytes int) ([]byte, error) {
+// payload returns the uncompressed records of h, decompressing into dst's spare capacity
+// when h is compressed.
+func payload(dst []byte, h *kmsg.RecordBatch, maxDecompressedBytes int) ([]byte, error) {
 	codec := int8(h.Attributes & AttrCompressionMask)
 	if codec > CodecZstd {
 		return nil, fmt.Errorf("%w: unknown compression codec %d", ErrCorrupt, codec)
@@ -77,7 +78,7 @@ func payload(h *kmsg.RecordBatch, maxDecompressedBytes int) ([]byte, error) {
 	if maxDecompressedBytes <= 0 {
 		maxDecompressedBytes = DefaultMaxDecompressedBytes
 	}
-	data, err := compress.DecompressLimit(codec, h.Records, maxDecompressedBytes)
+	data, err := compress.AppendDecompress(dst, codec, h.Records, maxDecompressedBytes)
 	switch {
 	case errors.Is(err, compress.ErrTooLarge):
 		return nil, fmt.Errorf("%w: records decompress to more than %d bytes", ErrTooLarge, maxDecompressedBytes)

@@ -3,6 +3,7 @@ package batch
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,9 +84,27 @@ func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
 	if !compressed && !opts.Deep && !opts.Compacted {
 		return h, nil
 	}
-	data, err := payload(&h, opts.MaxDecompressedBytes)
+	var scratch *[]byte
+	if compressed {
+		// Validate only walks the records, so the decompressed bytes go to a pooled
+		// buffer instead of a fresh allocation per produce batch.
+		scratch = scratchBuffers.Get().(*[]byte)
+		defer func() {
+			if cap(*scratch) <= maxPooledScratch {
+				scratchBuffers.Put(scratch)
+			}
+		}()
+	}
+	var dst []byte
+	if scratch != nil {
+		dst = (*scratch)[:0]
+	}
+	data, err := payload(dst, &h, opts.MaxDecompressedBytes)
 	if err != nil {
 		return h, err
+	}
+	if scratch != nil {
+		*scratch = data[:0]
 	}
 	if int(h.NumRecords) > len(data)/minRecordSize {
 		return h, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.NumRecords, len(data))
@@ -101,6 +120,12 @@ func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
 	}
 	return h, walkRecords(&h, data, visit)
 }
+
+// maxPooledScratch bounds the decompression buffers kept for reuse, so one huge batch
+// does not pin its buffer in the pool.
+const maxPooledScratch = 4 << 20
+
+var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // KafkaCode returns the Kafka error code for an error of this package (0 for nil).
 // Unknown errors map to UNKNOWN_SERVER_ERROR (-1).
