@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/producerstate"
 )
 
 // FsyncPolicy says when the broker makes appended data durable.
@@ -224,8 +225,23 @@ func (b *Broker) RunHousekeeping() {
 	}
 }
 
+// producerSnapshotFile holds the partition's producer state as of a clean shutdown, so a
+// restart replays only the log written after it instead of the whole log.
+const producerSnapshotFile = "producer-state.snapshot"
+
+// rebuildProducerState restores the snapshot of the last clean shutdown, if any, and replays
+// the log after it. The snapshot stays valid after a later crash: it covers only data that
+// was durable when it was written, and recovery truncates only the unsynced tail.
 func (p *partition) rebuildProducerState() error {
-	return p.log.Scan(p.log.StartOffset(), func(raw []byte) error {
+	from := p.log.StartOffset()
+	if raw, err := os.ReadFile(filepath.Join(p.log.Dir(), producerSnapshotFile)); err == nil {
+		st, err := producerstate.Restore(raw, producerstate.Config{ExpirationMs: producerstate.DefaultExpirationMs})
+		if err == nil && st.EndOffset() <= p.log.EndOffset() {
+			p.producers = st
+			from = max(from, st.EndOffset())
+		}
+	}
+	return p.log.Scan(from, func(raw []byte) error {
 		h, err := batch.Parse(raw)
 		if err != nil {
 			return err
@@ -236,6 +252,14 @@ func (p *partition) rebuildProducerState() error {
 		_, _, err = p.producers.Replay(h)
 		return err
 	})
+}
+
+// writeProducerSnapshot saves the producer state after the log was closed (and so synced).
+func (p *partition) writeProducerSnapshot() error {
+	p.mu.Lock()
+	snap := p.producers.Snapshot()
+	p.mu.Unlock()
+	return writeFileAtomic(filepath.Join(p.log.Dir(), producerSnapshotFile), snap)
 }
 
 func readJSON(path string, v any) error {

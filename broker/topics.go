@@ -202,5 +202,8 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 
 func (p *partition) close() error {
 	close(p.done)
-	return p.log.Close()
+	if err := p.log.Close(); err != nil {
+		return err
+	}
+	return p.writeProducerSnapshot()
 }
