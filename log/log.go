@@ -29,10 +29,11 @@
 //     unsynced tail of the log can be missing or torn.
 //  2. Open therefore trusts closed segments with a valid index (it checks the index shape
 //     and validates the batches after the last index entry), and scans every other segment,
-//     always including the last one, batch by batch: batch.Size, magic 2, CRC (batch.Parse)
-//     and offsets that follow each other. At the first torn or corrupt batch the file is
-//     truncated there (and fsynced) and later segments are removed. No complete valid batch
-//     that was ever made durable is dropped.
+//     always including the last one, batch by batch: batch.Size, magic 2, CRC (parseStored)
+//     and offsets that follow each other (consecutive in the last segment, which is never
+//     compacted; increasing elsewhere, as compaction leaves gaps). At the first torn or
+//     corrupt batch the file is truncated there (and fsynced) and later segments are
+//     removed. No complete valid batch that was ever made durable is dropped.
 //  3. The log start offset only rises. DeleteRecordsBefore fsyncs the data below the new
 //     start, then writes the checkpoint (temp file, fsync, rename, fsync directory), and
 //     only then deletes segments, so a crash never loses a start offset that was answered.

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 
 	"github.com/exactq/exactq/batch"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 )
 
 // Fields of the v2 batch header that package batch has no accessor for (see batch.go for
-// the layout; batch.Parse decodes them all, this is the allocation-free path for appends).
+// the layout; parseStored decodes them all, this is the allocation-free path for appends).
 const (
+	hdrMagic           = 16 // int8
 	hdrAttributes      = 21 // int16
 	hdrLastOffsetDelta = 23 // int32
 	hdrMaxTimestamp    = 35 // int64
@@ -172,6 +174,34 @@ func (s *segment) readHeader(pos int64, h *[hdrPrefix]byte) error {
 
 var errTorn = errors.New("log: torn batch")
 
+// parseStored decodes and checks the header of a stored batch: exact size, magic 2, CRC,
+// sane counts. It is batch.Parse without the dense-offsets rule: compaction removes
+// records from uncompressed batches too, leaving gaps between offset deltas (as Kafka's
+// cleaner does), and recovery must not take such a batch for damage.
+func parseStored(b []byte) (kmsg.RecordBatch, error) {
+	var h kmsg.RecordBatch
+	n, err := batch.Size(b)
+	if err != nil {
+		return h, err
+	}
+	if n != len(b) || n < batch.HeaderSize {
+		return h, batch.ErrTruncated
+	}
+	if b[hdrMagic] != 2 {
+		return h, batch.ErrMagic
+	}
+	if !batch.CRCValid(b) {
+		return h, batch.ErrCRC
+	}
+	if err := h.ReadFrom(b); err != nil {
+		return h, batch.ErrCorrupt
+	}
+	if h.LastOffsetDelta < 0 || h.NumRecords < 0 || h.NumRecords-1 > h.LastOffsetDelta && h.Attributes&batch.AttrCompressionMask == batch.CodecNone {
+		return h, batch.ErrInvalidBatch
+	}
+	return h, nil
+}
+
 // batchReader reads whole batches of a file sequentially through one reusable buffer.
 type batchReader struct {
 	f      *os.File
@@ -275,7 +305,7 @@ func (s *segment) rebuild(fileSize int64, strict bool, interval, nowMs int64) (t
 		}
 		var h = struct{ base, delta int64 }{}
 		if ok {
-			p, perr := batch.Parse(b)
+			p, perr := parseStored(b)
 			h.base, h.delta = p.FirstOffset, int64(p.LastOffsetDelta)
 			ok = perr == nil && (h.base == expect || !strict && h.base > expect)
 		}
@@ -353,7 +383,7 @@ func (s *segment) loadIndex(dir string, fileSize int64) (bool, error) {
 		} else if err != nil {
 			return false, err
 		}
-		p, perr := batch.Parse(b)
+		p, perr := parseStored(b)
 		if perr != nil || p.FirstOffset < expect || first && len(index) > 0 && p.FirstOffset != expect {
 			return false, nil
 		}
@@ -372,20 +402,26 @@ func (s *segment) loadIndex(dir string, fileSize int64) (bool, error) {
 // writeIndexFiles writes a closed segment's index files, each atomically. The caller has
 // fsynced the segment's data and fsyncs the directory afterwards.
 func writeIndexFiles(dir string, s *segment) error {
-	ib := make([]byte, 0, len(s.index)*indexEntrySize)
-	for _, e := range s.index {
-		ib = binary.BigEndian.AppendUint32(ib, e.rel)
-		ib = binary.BigEndian.AppendUint32(ib, e.pos)
-	}
-	tb := make([]byte, 0, len(s.tindex)*timeEntrySize)
-	for _, e := range s.tindex {
-		tb = binary.BigEndian.AppendUint64(tb, uint64(e.ts))
-		tb = binary.BigEndian.AppendUint32(tb, e.rel)
-	}
+	ib, tb := encodeIndexes(s)
 	if err := writeFileAtomic(indexPath(dir, s.base), ib); err != nil {
 		return err
 	}
 	return writeFileAtomic(timeIndexPath(dir, s.base), tb)
+}
+
+// encodeIndexes returns the contents of a segment's .index and .timeindex files.
+func encodeIndexes(s *segment) (ib, tb []byte) {
+	ib = make([]byte, 0, len(s.index)*indexEntrySize)
+	for _, e := range s.index {
+		ib = binary.BigEndian.AppendUint32(ib, e.rel)
+		ib = binary.BigEndian.AppendUint32(ib, e.pos)
+	}
+	tb = make([]byte, 0, len(s.tindex)*timeEntrySize)
+	for _, e := range s.tindex {
+		tb = binary.BigEndian.AppendUint64(tb, uint64(e.ts))
+		tb = binary.BigEndian.AppendUint32(tb, e.rel)
+	}
+	return ib, tb
 }
 
 // writeFileAtomic writes data to path through path.tmp, fsync and rename. The caller

@@ -180,7 +180,7 @@ type recordTime struct{ offset, ts int64 }
 // recordTimes decodes (decompressing if needed) the offsets and timestamps of a stored
 // batch's records. In a LogAppendTime batch every record has the batch's max timestamp.
 func recordTimes(b []byte) ([]recordTime, error) {
-	h, err := batch.Parse(b)
+	h, err := parseStored(b)
 	if err != nil {
 		return nil, fmt.Errorf("log: stored batch at offset %d: %w", batch.BaseOffset(b), err)
 	}
