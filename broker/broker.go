@@ -217,7 +217,7 @@ func (b *Broker) RunHousekeeping() {
 				}
 			}
 			if settings.log.Compact {
-				if err := compactLog(p.log); err != nil {
+				if err := p.log.Compact(); err != nil {
 					b.logger.Error("compaction failed", "topic", t.name, "partition", p.index, "err", err)
 				}
 			}
