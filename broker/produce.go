@@ -140,7 +140,7 @@ func (b *Broker) produceToPartition(t *topic, p *partition, records []byte, vers
 		return errResult(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
 	}
 	raw := batches[0]
-	h, err := batch.Validate(raw, batch.ValidateOptions{MaxBatchBytes: settings.maxMessageBytes})
+	h, err := batch.Validate(raw, batch.ValidateOptions{MaxBatchBytes: settings.maxMessageBytes, Compacted: settings.compacted})
 	if err != nil {
 		code := batch.KafkaCode(err)
 		return errResult(kerr.ErrorForCode(code).(*kerr.Error), err.Error())

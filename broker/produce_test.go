@@ -266,3 +266,15 @@ func TestProducerStateFromStaleSnapshot(t *testing.T) {
 		t.Fatalf("next batch: %v at %d", kerr.ErrorForCode(r.ErrorCode), r.BaseOffset)
 	}
 }
+
+func TestCompactedTopicRequiresKeys(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := newClient(t, tb.Addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctxT(t), 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, "c"); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "keyless record on compacted topic", produceRaw(t, cl, "c", -1, rawBatch(t, -1, -1, -1, 1)).ErrorCode, kerr.InvalidRecord)
+	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "c", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("keyed record: %v", err)
+	}
+}
