@@ -1,0 +1,372 @@
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// loc is where a record was acknowledged.
+type loc struct {
+	partition int32
+	offset    int64
+}
+
+// ledger is the test's memory of what was produced: every value handed to a producer, and
+// where each acknowledged one was written. Values are unique across the whole test, so a
+// value read twice is a duplicate.
+type ledger struct {
+	mu        sync.Mutex
+	attempted map[string]struct{}
+	acked     map[string]loc
+	byLoc     map[loc]string
+}
+
+func newLedger() *ledger {
+	return &ledger{attempted: map[string]struct{}{}, acked: map[string]loc{}, byLoc: map[loc]string{}}
+}
+
+func (l *ledger) attempt(v string) {
+	l.mu.Lock()
+	l.attempted[v] = struct{}{}
+	l.mu.Unlock()
+}
+
+// ack records an acknowledgement; acknowledging two values at one offset is itself a bug.
+func (l *ledger) ack(v string, at loc) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if prev, ok := l.byLoc[at]; ok && prev != v {
+		return fmt.Errorf("offset %d of partition %d acknowledged twice: %q and %q", at.offset, at.partition, prev, v)
+	}
+	if prev, ok := l.acked[v]; ok && prev != at {
+		return fmt.Errorf("value %q acknowledged twice: at %v and %v", v, prev, at)
+	}
+	l.acked[v] = at
+	l.byLoc[at] = v
+	return nil
+}
+
+func (l *ledger) numAcked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// value builds the unique value for sequence number seq of producer g in cycle c, padded
+// to a length that varies with seq so that batches have varied sizes.
+func value(c, g int, seq int64) string {
+	head := fmt.Sprintf("c%04d/g%d/s%09d/", c, g, seq)
+	n := int(seq*7919%251) + 16
+	pad := make([]byte, n)
+	for i := range pad {
+		pad[i] = 'a' + byte((seq+int64(i))%26)
+	}
+	return head + string(pad)
+}
+
+// producers are goroutines, each with its own idempotent kgo client (so its own producer
+// id), producing unique values round-robin over the partitions until stopped.
+type producers struct {
+	clients  []*kgo.Client
+	stop     atomic.Bool
+	loops    sync.WaitGroup
+	inflight sync.WaitGroup // one per Produce call whose promise has not run
+	acks     atomic.Int64
+	fails    atomic.Int64
+
+	errMu sync.Mutex
+	err   error // the first ledger inconsistency seen in a promise
+}
+
+// Each producer goroutine offers at most producerBurst records per producerTick (4000/s).
+const (
+	producerBurst = 20
+	producerTick  = 5 * time.Millisecond
+)
+
+func startProducers(t *testing.T, addr, topic string, partitions, goroutines, cycle int, l *ledger) *producers {
+	t.Helper()
+	ps := &producers{}
+	for g := range goroutines {
+		cl, err := kgo.NewClient(
+			kgo.SeedBrokers(addr),
+			kgo.DefaultProduceTopic(topic),
+			kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerLinger(time.Millisecond),
+			kgo.MaxBufferedRecords(1000),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		)
+		if err != nil {
+			t.Fatalf("producer client: %v", err)
+		}
+		ps.clients = append(ps.clients, cl)
+		ps.loops.Add(1)
+		go ps.run(cl, g, partitions, cycle, l)
+	}
+	return ps
+}
+
+func (ps *producers) run(cl *kgo.Client, g, partitions, cycle int, l *ledger) {
+	defer ps.loops.Done()
+	ctx := context.Background()
+	// Pace the producer (producerBurst records per tick) so that the data read back by every
+	// cycle stays small enough for many cycles; unpaced, a producer writes ~100k records/s.
+	tick := time.NewTicker(producerTick)
+	defer tick.Stop()
+	for seq := int64(0); !ps.stop.Load(); seq++ {
+		if seq%producerBurst == 0 && seq > 0 {
+			<-tick.C
+		}
+		v := value(cycle, g, seq)
+		l.attempt(v)
+		ps.inflight.Add(1)
+		r := &kgo.Record{Value: []byte(v), Partition: int32((seq + int64(g)) % int64(partitions))}
+		// Produce blocks while MaxBufferedRecords are buffered; Close unblocks it.
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			defer ps.inflight.Done()
+			if err != nil {
+				ps.fails.Add(1)
+				return
+			}
+			ps.acks.Add(1)
+			if err := l.ack(string(r.Value), loc{r.Partition, r.Offset}); err != nil {
+				ps.errMu.Lock()
+				if ps.err == nil {
+					ps.err = err
+				}
+				ps.errMu.Unlock()
+			}
+		})
+	}
+}
+
+// halt stops producing. With flush it first waits (up to flushTimeout) for every buffered
+// record to be acknowledged or failed; then it closes the clients, which fails whatever is
+// left, and waits for every promise.
+func (ps *producers) halt(t *testing.T, flush bool, flushTimeout time.Duration) {
+	t.Helper()
+	ps.stop.Store(true)
+	if flush {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		for _, cl := range ps.clients {
+			if err := cl.Flush(ctx); err != nil {
+				t.Errorf("producers did not flush within %v after the restart: %v", flushTimeout, err)
+				break
+			}
+		}
+		cancel()
+	}
+	closed := make(chan struct{})
+	go func() {
+		for _, cl := range ps.clients {
+			cl.Close()
+		}
+		ps.loops.Wait()
+		ps.inflight.Wait()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("producers did not stop within 30s of Close")
+	}
+	ps.errMu.Lock()
+	defer ps.errMu.Unlock()
+	if ps.err != nil {
+		t.Errorf("acknowledgements: %v", ps.err)
+	}
+}
+
+// awaitAcks waits until at least n records were acknowledged, the deadline passes or the
+// broker exits; it returns whether n was reached.
+func (ps *producers) awaitAcks(n int64, deadline time.Time, brokerDone <-chan struct{}) bool {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for ps.acks.Load() < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-tick.C:
+		case <-brokerDone:
+			return ps.acks.Load() >= n
+		}
+	}
+	return true
+}
+
+// createTopic creates topic with the given partitions and configs.
+func createTopic(t *testing.T, addr, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+}
+
+// readAll reads every partition of topic from its log start to its high watermark (as
+// ListOffsets reports them when the read starts) and returns the values by offset.
+func readAll(t *testing.T, addr, topic string, partitions int32) ([]map[int64]string, []int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		t.Fatalf("ListOffsets earliest: %v", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("ListOffsets latest: %v", err)
+	}
+	hwm := make([]int64, partitions)
+	want := map[int32]kgo.Offset{}
+	remaining := 0
+	for p := range partitions {
+		s, ok1 := starts.Lookup(topic, p)
+		e, ok2 := ends.Lookup(topic, p)
+		if !ok1 || !ok2 {
+			t.Fatalf("ListOffsets has no partition %d", p)
+		}
+		if s.Offset != 0 {
+			t.Fatalf("partition %d: log start offset %d, want 0 (nothing was deleted)", p, s.Offset)
+		}
+		hwm[p] = e.Offset
+		if e.Offset > 0 {
+			want[p] = kgo.NewOffset().At(0)
+			remaining++
+		}
+	}
+	out := make([]map[int64]string, partitions)
+	for p := range out {
+		out[p] = map[int64]string{}
+	}
+	if remaining == 0 {
+		return out, hwm
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(addr),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+		kgo.FetchMaxWait(100*time.Millisecond),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	next := make([]int64, partitions)
+	for remaining > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading back: %v; read up to %v of high watermarks %v", ctx.Err(), next, hwm)
+		}
+		for _, fe := range fs.Errors() {
+			t.Fatalf("fetch %s[%d]: %v", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			p := r.Partition
+			if r.Offset >= hwm[p] {
+				return // appended after ListOffsets: not part of this read
+			}
+			if r.Offset != next[p] {
+				t.Fatalf("partition %d: record at offset %d, want %d (offsets not contiguous)", p, r.Offset, next[p])
+			}
+			out[p][r.Offset] = string(r.Value)
+			next[p]++
+			if next[p] == hwm[p] {
+				remaining--
+			}
+		})
+	}
+	return out, hwm
+}
+
+// verify checks the broker's contents against the ledger: every acknowledged record is at
+// its acknowledged offset, every value read was produced by this test, and no value is
+// read twice. It returns the number of records read.
+func verify(t *testing.T, addr, topic string, partitions int32, l *ledger) int {
+	t.Helper()
+	got, hwm := readAll(t, addr, topic, partitions)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := make(map[string]loc, len(l.attempted))
+	n := 0
+	for p, recs := range got {
+		offs := make([]int64, 0, len(recs))
+		for o := range recs {
+			offs = append(offs, o)
+		}
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		for _, o := range offs {
+			v := recs[o]
+			at := loc{int32(p), o}
+			if _, ok := l.attempted[v]; !ok {
+				t.Errorf("partition %d offset %d: value %.40q was never produced", p, o, v)
+			}
+			if prev, dup := seen[v]; dup {
+				t.Errorf("value %.40q is stored twice: partition %d offset %d and partition %d offset %d",
+					v, prev.partition, prev.offset, p, o)
+			}
+			seen[v] = at
+			n++
+		}
+	}
+	var missing []string
+	for v, at := range l.acked {
+		if at.offset >= hwm[at.partition] {
+			missing = append(missing, fmt.Sprintf("%.30q acked at %d/%d beyond high watermark %d", v, at.partition, at.offset, hwm[at.partition]))
+			continue
+		}
+		if got[at.partition][at.offset] != v {
+			missing = append(missing, fmt.Sprintf("%.30q acked at %d/%d, found %.30q there", v, at.partition, at.offset, got[at.partition][at.offset]))
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		if len(missing) > 10 {
+			missing = append(missing[:10], fmt.Sprintf("... and %d more", len(missing)-10))
+		}
+		t.Errorf("%d acknowledged records lost or moved (high watermarks %v):\n%s", len(missing), hwm, joinLines(missing))
+	}
+	return n
+}
+
+func joinLines(ss []string) string {
+	var b []byte
+	for _, s := range ss {
+		b = append(b, "  "...)
+		b = append(b, s...)
+		b = append(b, '\n')
+	}
+	return string(b)
+}
+
