@@ -206,11 +206,15 @@ func (b *Broker) housekeeping() {
 	}
 }
 
-// RunHousekeeping applies retention and compaction to every partition once.
+// RunHousekeeping applies retention and compaction to every partition once and forgets
+// idle producers (producer.id.expiration.ms), which bounds producer-state memory.
 func (b *Broker) RunHousekeeping() {
 	for _, t := range b.topics.all() {
 		parts, settings := t.snapshot()
 		for _, p := range parts {
+			p.mu.Lock()
+			p.producers.Expire(b.now().UnixMilli())
+			p.mu.Unlock()
 			if settings.log.Delete {
 				if _, err := p.log.EnforceRetention(); err != nil {
 					b.logger.Error("retention failed", "topic", t.name, "partition", p.index, "err", err)
