@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"time"
 
 	"github.com/exactq/exactq/batch"
 	"github.com/exactq/exactq/compress"
@@ -345,6 +346,13 @@ func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, latest map[st
 	}
 	ns.addTimeEntry()
 	ns.durable = ns.size
+	if len(out) == 0 {
+		// An empty segment's retention time is its file's mtime: keep the old one's.
+		at := time.UnixMilli(s.largestTimestamp())
+		if err := os.Chtimes(cleaned, at, at); err != nil {
+			return fail(err)
+		}
+	}
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
 		return fail(err)
 	}

@@ -83,7 +83,7 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 func (l *Log) removeBelowStart() (int, error) {
 	l.mu.RLock()
 	n := 0
-	for n < len(l.segs)-1 && l.segs[n].next <= l.start {
+	for n < len(l.segs)-1 && l.segs[n+1].base <= l.start {
 		n++
 	}
 	l.mu.RUnlock()
@@ -161,7 +161,7 @@ func (l *Log) EnforceRetention() (int, error) {
 			n++
 		}
 	}
-	for n < closed && l.segs[n].next <= l.start {
+	for n < closed && l.segs[n+1].base <= l.start { // Kafka's rule: the next segment starts at or below
 		n++
 	}
 	l.mu.RUnlock()
