@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,6 +83,9 @@ type producers struct {
 	acks     atomic.Int64
 	fails    atomic.Int64
 
+	reasonMu sync.Mutex
+	reasons  map[string]int // failure error text -> count
+
 	errMu sync.Mutex
 	err   error // the first ledger inconsistency seen in a promise
 }
@@ -94,7 +98,7 @@ const (
 
 func startProducers(t *testing.T, addr, topic string, partitions, goroutines, cycle int, l *ledger) *producers {
 	t.Helper()
-	ps := &producers{}
+	ps := &producers{reasons: map[string]int{}}
 	for g := range goroutines {
 		cl, err := kgo.NewClient(
 			kgo.SeedBrokers(addr),
@@ -135,6 +139,9 @@ func (ps *producers) run(cl *kgo.Client, g, partitions, cycle int, l *ledger) {
 			defer ps.inflight.Done()
 			if err != nil {
 				ps.fails.Add(1)
+				ps.reasonMu.Lock()
+				ps.reasons[err.Error()]++
+				ps.reasonMu.Unlock()
 				return
 			}
 			ps.acks.Add(1)
@@ -156,6 +163,14 @@ func (ps *producers) halt(t *testing.T, flush bool, flushTimeout time.Duration) 
 	t.Helper()
 	ps.stop.Store(true)
 	if flush {
+		// Let the loops finish their last Produce first, or it could land after Flush.
+		looped := make(chan struct{})
+		go func() { ps.loops.Wait(); close(looped) }()
+		select {
+		case <-looped:
+		case <-time.After(flushTimeout):
+			t.Errorf("producer loops blocked in Produce for %v with the broker up", flushTimeout)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 		for _, cl := range ps.clients {
 			if err := cl.Flush(ctx); err != nil {
@@ -184,6 +199,18 @@ func (ps *producers) halt(t *testing.T, flush bool, flushTimeout time.Duration) 
 	if ps.err != nil {
 		t.Errorf("acknowledgements: %v", ps.err)
 	}
+}
+
+// failureReasons summarizes why records failed, for the cycle log.
+func (ps *producers) failureReasons() string {
+	ps.reasonMu.Lock()
+	defer ps.reasonMu.Unlock()
+	var out []string
+	for r, n := range ps.reasons {
+		out = append(out, fmt.Sprintf("%dx %s", n, r))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
 }
 
 // awaitAcks waits until at least n records were acknowledged, the deadline passes or the
@@ -369,4 +396,3 @@ func joinLines(ss []string) string {
 	}
 	return string(b)
 }
-
