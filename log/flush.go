@@ -134,8 +134,5 @@ func (l *Log) syncAll() error {
 	if end > l.durable.Load() {
 		l.durable.Store(end)
 	}
-	if l.testHook != nil {
-		l.testHook()
-	}
 	return nil
 }

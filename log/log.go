@@ -144,9 +144,6 @@ type Log struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
-
-	// testHook, if set, runs after each successful fsync pass (tests only).
-	testHook func()
 }
 
 // Open opens (creating if needed) the log in dir and recovers it (see the package comment).
