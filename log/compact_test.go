@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -256,4 +257,92 @@ func TestCompactTransactions(t *testing.T) {
 	if markers != 2 {
 		t.Fatalf("%d markers after compaction, want 2", markers)
 	}
+}
+
+// TestCompactCrashStages rebuilds the directory as a crash would leave it at each step
+// of the .cleaned swap and checks that Open yields the old or the new contents, whole.
+func TestCompactCrashStages(t *testing.T) {
+	clk := newFakeClock()
+	dir := memTempDir(t)
+	cfg := compactConfig()
+	l := openT(t, dir, cfg, clk)
+	for i := 0; i < 30; i++ {
+		appendT(t, l, makeBatch([]rec{kv(fmt.Sprintf("key%d", i%3), fmt.Sprintf("v%03d", i), clk.Ms())}, plain))
+	}
+	l.Close()
+	old := snapshotDir(t, dir)
+	l = openT(t, dir, cfg, clk)
+	oldRecs := records(t, l)
+	if err := l.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	newRecs := records(t, l)
+	l.Close()
+	cleaned := snapshotDir(t, dir)
+	if len(newRecs) >= len(oldRecs) {
+		t.Fatalf("compaction removed nothing")
+	}
+	x := fmt.Sprintf("%020d", 0) // the first segment; it is rewritten, not dropped
+	stages := []struct {
+		name  string
+		files map[string][]byte
+		want  []keyed
+	}{
+		{"cleaned files written", merge(old, map[string][]byte{
+			x + ".log.cleaned": cleaned[x+".log"], x + ".index.cleaned": cleaned[x+".index"],
+			x + ".timeindex.cleaned": cleaned[x+".timeindex"]}, nil), oldRecs},
+		{"old indexes removed", merge(old, map[string][]byte{
+			x + ".log.cleaned": cleaned[x+".log"], x + ".index.cleaned": cleaned[x+".index"]},
+			[]string{x + ".index", x + ".timeindex"}), oldRecs},
+		{"log renamed", merge(old, map[string][]byte{
+			x + ".log": cleaned[x+".log"], x + ".index.cleaned": cleaned[x+".index"]},
+			[]string{x + ".index", x + ".timeindex"}), nil},
+		{"half a temp index", merge(old, map[string][]byte{
+			x + ".log": cleaned[x+".log"], x + ".index.cleaned.tmp": cleaned[x+".index"][:3]},
+			[]string{x + ".index", x + ".timeindex"}), nil},
+	}
+	for _, st := range stages {
+		d := memTempDir(t)
+		restoreDir(t, d, st.files)
+		l := openT(t, d, cfg, clk)
+		got := records(t, l)
+		want := st.want
+		if want == nil { // the new segment 0, the old rest
+			want = nil
+			for _, r := range newRecs {
+				if r.offset < l.segs[1].base {
+					want = append(want, r)
+				}
+			}
+			for _, r := range oldRecs {
+				if r.offset >= l.segs[1].base {
+					want = append(want, r)
+				}
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: recovered %v\nwant %v", st.name, got, want)
+		}
+		l.Close()
+		for _, name := range mustReadDir(t, d) {
+			if strings.HasSuffix(name, ".cleaned") || strings.HasSuffix(name, ".tmp") {
+				t.Fatalf("%s: leftover %s", st.name, name)
+			}
+		}
+	}
+}
+
+// merge returns base with add added and drop removed.
+func merge(base, add map[string][]byte, drop []string) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range add {
+		out[k] = v
+	}
+	for _, k := range drop {
+		delete(out, k)
+	}
+	return out
 }
