@@ -49,6 +49,30 @@
 // and Compact are serialized by maintMu and take mu exclusively only to swap segments. One
 // flusher goroutine per log does all the fsyncs (group commit). Lock order:
 // maintMu > appendMu > syncMu > mu > fmu.
+//
+// # For the broker
+//
+//   - Produce: validate each batch (batch.Validate), stamp what the broker owns (leader
+//     epoch with batch.SetLeaderEpoch, batch.SetLogAppendTime for LogAppendTime topics),
+//     then Append all of a request's batches for the partition in one call. For acks=all
+//     call WaitDurable(last+1) before answering (and before raising the high watermark
+//     past last+1 if the high watermark must only cover durable data).
+//   - Fetch: Read(offset, partitionMaxBytes, hw) for read_uncommitted, Read(offset, max,
+//     lso) for read_committed. The first returned batch can start below offset (and below
+//     the start offset); clients skip those records, as with Kafka.
+//   - ListOffsets: -2 StartOffset, -1 EndOffset (or the high watermark), -3 MaxTimestamp,
+//     else OffsetForTimestamp.
+//   - Start-up: Open recovers; Scan(StartOffset(), ...) rebuilds producer state.
+//   - Housekeeping: nothing runs by itself except the flusher. Call EnforceRetention
+//     (log.retention.check.interval.ms) and, for compacted topics, Compact periodically, from
+//     a background goroutine: they never block appends or reads for long (segments are
+//     swapped under a short exclusive lock), but Close waits for them.
+//   - Errors map to Kafka codes: ErrOffsetOutOfRange OFFSET_OUT_OF_RANGE,
+//     ErrRecordListTooLarge RECORD_LIST_TOO_LARGE, ErrInvalidBatch CORRUPT_MESSAGE, ErrClosed
+//     NOT_LEADER_OR_FOLLOWER, ErrEmptyAppend INVALID_REQUEST; any other error is an I/O
+//     failure (KAFKA_STORAGE_ERROR). After a failed fsync every later Append, WaitDurable
+//     and Sync fails with the same error: close and reopen the log (which recovers it).
+//   - One *Log per directory: Open does not lock the directory against a second Open.
 package log
 
 import (
