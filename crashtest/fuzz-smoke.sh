@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# fuzz-smoke.sh: run every Go fuzz target of the exactq module for a short time each and
+# fail if any of them finds a crasher. Meant for CI (about 10 s per target plus build time).
+#
+# Usage (from anywhere inside the checkout):
+#   crashtest/fuzz-smoke.sh                 # every target, FUZZTIME=10s each
+#   FUZZTIME=30s crashtest/fuzz-smoke.sh    # longer smoke
+#   FUZZ_MATCH=batch crashtest/fuzz-smoke.sh   # only packages whose import path contains "batch"
+#
+# Targets are found by scanning the packages' _test.go files for `func FuzzXxx(f *testing.F)`,
+# so a new target is picked up without editing this script.
+#
+# When a target fails, `go test` writes the failing input to <package>/testdata/fuzz/<Target>/
+# and prints it. Reproduce with `go test -run '^<Target>/<file>$' ./<package>`; commit the
+# file with the fix so it stays a regression test (go test runs the testdata corpus always).
+#
+# A long campaign (one target, all cores, hours; the generated corpus is kept in
+# $(go env GOCACHE)/fuzz and reused by later runs):
+#   go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 8h -parallel "$(nproc)" ./batch
+# Run targets one after another (go test fuzzes one target per invocation), e.g. overnight:
+#   FUZZTIME=2h crashtest/fuzz-smoke.sh
+# A campaign can be stopped with Ctrl-C at any time without losing the corpus.
+set -euo pipefail
+
+FUZZTIME="${FUZZTIME:-10s}"
+FUZZ_MATCH="${FUZZ_MATCH:-}"
+
+cd "$(dirname "$0")/.."
+test -f go.mod || { echo "fuzz-smoke: go.mod not found in $(pwd)" >&2; exit 2; }
+
+# "importpath dir file..." for every package with test files.
+mapfile -t pkgs < <(go list -e -f '{{.ImportPath}} {{.Dir}}{{range .TestGoFiles}} {{.}}{{end}}{{range .XTestGoFiles}} {{.}}{{end}}' ./...)
+
+targets=()
+for line in "${pkgs[@]}"; do
+	read -r path dir files <<<"$line"
+	[ -n "$files" ] || continue
+	[ -z "$FUZZ_MATCH" ] || [[ "$path" == *"$FUZZ_MATCH"* ]] || continue
+	for f in $files; do
+		while read -r name; do
+			[ -n "$name" ] && targets+=("$path $name")
+		done < <(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\([A-Za-z_][A-Za-z0-9_]* \*testing\.F\).*/\1/p' "$dir/$f")
+	done
+done
+
+if [ "${#targets[@]}" -eq 0 ]; then
+	echo "fuzz-smoke: no fuzz targets found" >&2
+	exit 2
+fi
+
+echo "fuzz-smoke: ${#targets[@]} targets, ${FUZZTIME} each"
+failed=()
+for t in "${targets[@]}"; do
+	read -r path name <<<"$t"
+	echo "=== $name ($path)"
+	if ! go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$path"; then
+		failed+=("$name ($path)")
+	fi
+done
+
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "fuzz-smoke: FAILED: ${failed[*]}" >&2
+	echo "fuzz-smoke: the failing inputs are under <package>/testdata/fuzz/<Target>/" >&2
+	exit 1
+fi
+echo "fuzz-smoke: all ${#targets[@]} targets passed"
