@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"math/rand"
 	"os"
@@ -148,5 +149,37 @@ func TestCrashKeepsDurable(t *testing.T) {
 	}
 	if lossRounds == 0 || durableRounds == 0 {
 		t.Fatalf("the test did not exercise both loss (%d rounds) and durable data (%d)", lossRounds, durableRounds)
+	}
+}
+
+// TestIOErrorIsSticky: once a write cannot be undone or an fsync fails, the log refuses
+// appends and durable waits with that error; reopening recovers what was written.
+func TestIOErrorIsSticky(t *testing.T) {
+	dir := memTempDir(t)
+	l := openT(t, dir, DefaultConfig(), nil)
+	_, last := appendT(t, l, clone(valueBatch(2, 10, 1))...)
+	if err := l.WaitDurable(last + 1); err != nil {
+		t.Fatal(err)
+	}
+	appendT(t, l, clone(valueBatch(2, 10, 1))...) // written, not yet synced
+	l.mu.RLock()
+	f := l.segs[0].f
+	l.mu.RUnlock()
+	f.Close() // the disk goes away under the log: writes and fsyncs now fail
+	if _, _, err := l.Append(clone(valueBatch(1, 10, 1))); err == nil {
+		t.Fatalf("append on a dead file succeeded")
+	}
+	if err := l.WaitDurable(l.EndOffset()); err == nil {
+		t.Fatalf("WaitDurable succeeded on a dead file")
+	}
+	_, _, err := l.Append(clone(valueBatch(1, 10, 1)))
+	if err == nil || errors.Is(err, ErrClosed) {
+		t.Fatalf("second append: %v, want the sticky I/O error", err)
+	}
+	l.Close()
+	l = openT(t, dir, DefaultConfig(), nil)
+	defer l.Close()
+	if l.EndOffset() != 4 {
+		t.Fatalf("reopened at end %d, want 4", l.EndOffset())
 	}
 }

@@ -118,3 +118,27 @@ func TestTimestamps(t *testing.T) {
 		checkTimestamps(t, l, "after DeleteRecords") // never answers below the start offset
 	}
 }
+
+// TestMaxTimestampBelowStart: when DeleteRecords cuts off the batch with the largest
+// timestamp inside a segment, MaxTimestamp answers from what is left.
+func TestMaxTimestampBelowStart(t *testing.T) {
+	l := openT(t, t.TempDir(), DefaultConfig(), nil)
+	defer l.Close()
+	for _, tss := range [][]int64{{1000, 900}, {10}, {20, 500, 30}, {500}} {
+		appendT(t, l, timedBatch(t, tss, batch.CodecNone))
+	}
+	if ts, off, _ := l.MaxTimestamp(); ts != 1000 || off != 0 {
+		t.Fatalf("MaxTimestamp = %d@%d, want 1000@0", ts, off)
+	}
+	if _, err := l.DeleteRecordsBefore(2); err != nil {
+		t.Fatal(err)
+	}
+	if ts, off, _ := l.MaxTimestamp(); ts != 500 || off != 4 {
+		t.Fatalf("MaxTimestamp after DeleteRecords = %d@%d, want 500@4", ts, off)
+	}
+	if off, ts, ok, _ := l.OffsetForTimestamp(900); !ok && off == -1 && ts == -1 {
+		// 900 was at offset 1, below the start offset now: nothing is >= 900.
+	} else {
+		t.Fatalf("OffsetForTimestamp(900) = %d,%d,%v; want none", off, ts, ok)
+	}
+}
