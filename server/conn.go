@@ -1,0 +1,387 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A conn is one client connection, served by two goroutines:
+//
+//   - the reader reads frames, decodes them and calls Handler.Handle one at a time in
+//     arrival order, then queues the Reply;
+//   - the writer takes Replies from the queue in order, calls Wait when set, encodes and
+//     writes, flushing when the queue is empty.
+//
+// The queue holds at most Config.MaxInFlightPerConn replies; a full queue blocks the reader,
+// which stops reading the socket, which pushes back on the client through TCP.
+//
+// Ending: the reader ends on a read or protocol error, a handler panic, a Reply.Close or
+// Shutdown, and then closes the queue. The writer writes every reply queued before that (so a
+// client sees the answers to the requests before a bad one, as with Kafka, which handles one
+// request per connection at a time), then closes the socket and reports the end. If writing
+// fails, the writer closes the socket (which stops the reader) and keeps draining the queue,
+// calling Wait functions without writing, until the reader has closed it.
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	info *ConnInfo
+	log  *slog.Logger
+
+	// ctx is passed to Handle; cancelled when the connection ends or the server shuts down.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// replies carries replies from the reader (sole sender, closes it) to the writer.
+	replies chan pending
+	// inflight counts requests read whose reply the writer has not finished; the idle
+	// timeout does not fire while it is positive. Written by both goroutines.
+	inflight atomic.Int32
+
+	killOnce sync.Once
+
+	mu      sync.Mutex // guards stopped and read-deadline changes
+	stopped bool       // Shutdown asked the reader to stop
+}
+
+// pending is one queued reply with what the writer needs to frame it.
+type pending struct {
+	key           int16
+	version       int16 // response version to encode at
+	correlationID int32
+	reply         Reply
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	info := &ConnInfo{
+		ID:         s.nextConnID.Add(1),
+		RemoteAddr: nc.RemoteAddr(),
+		LocalAddr:  nc.LocalAddr(),
+	}
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	return &conn{
+		s:       s,
+		nc:      nc,
+		info:    info,
+		log:     s.log.With("conn", info.ID, "remote", info.RemoteAddr),
+		ctx:     ctx,
+		cancel:  cancel,
+		replies: make(chan pending, s.cfg.MaxInFlightPerConn),
+	}
+}
+
+func (c *conn) start() {
+	go c.readLoop()
+	go c.writeLoop()
+}
+
+// stopReading makes the reader stop before its next request; queued replies are still
+// written. Used by Shutdown.
+func (c *conn) stopReading() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0)) // wakes a blocked Read
+}
+
+// armReadDeadline sets the idle deadline for the next read, or reports false once
+// stopReading was called. Both take c.mu, so a deadline set here can never overwrite the
+// "wake now" deadline of stopReading.
+func (c *conn) armReadDeadline() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+	return true
+}
+
+func (c *conn) isStopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped
+}
+
+// kill closes the socket at once and cancels the handler context. Idempotent.
+func (c *conn) kill() {
+	c.killOnce.Do(func() {
+		c.cancel()
+		_ = c.nc.Close()
+	})
+}
+
+// readerBufBytes is the read buffer size: large enough to take many small pipelined
+// requests in one syscall.
+const readerBufBytes = 32 << 10
+
+func (c *conn) readLoop() {
+	defer close(c.replies)
+	br := bufio.NewReaderSize(c.nc, readerBufBytes)
+	for {
+		frame, err := c.readFrame(br)
+		if err != nil {
+			c.logReadEnd(err)
+			return
+		}
+		d, err := decodeRequest(frame, c.s.apis)
+		if err != nil {
+			// Kafka closes the connection on every decode failure, unknown key and
+			// unsupported version (Processor.parseRequestHeader → processChannelException).
+			c.log.Warn("closing connection: bad request", "err", err)
+			return
+		}
+		p := pending{key: d.key, version: d.version, correlationID: d.correlationID}
+		if d.key == 18 {
+			resp := c.s.apiVersionsReply(&d)
+			p.version = resp.Version
+			p.reply = Reply{Resp: resp}
+		} else {
+			reply, ok := c.handle(&d)
+			if !ok {
+				return
+			}
+			p.reply = reply
+		}
+		if p.reply.Resp == nil && p.reply.Wait == nil && !p.reply.Close {
+			continue // no response (acks=0)
+		}
+		c.inflight.Add(1)
+		c.replies <- p
+		if p.reply.Close {
+			return
+		}
+	}
+}
+
+// handle calls the handler, turning a panic into a logged connection close.
+func (c *conn) handle(d *decoded) (reply Reply, ok bool) {
+	req := &Request{
+		Key:           d.key,
+		Version:       d.version,
+		CorrelationID: d.correlationID,
+		ClientID:      d.clientID,
+		Body:          d.body,
+		Conn:          c.info,
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("closing connection: handler panic", "key", d.key, "version", d.version,
+				"correlation_id", d.correlationID, "panic", r, "stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	return c.s.h.Handle(c.ctx, req), true
+}
+
+// readFrame reads one size-prefixed frame and returns it without the prefix. It waits past
+// the idle timeout while requests are in flight (a long poll is not idleness).
+func (c *conn) readFrame(br *bufio.Reader) ([]byte, error) {
+	var hdr []byte
+	for {
+		if !c.armReadDeadline() {
+			return nil, errStopped
+		}
+		var err error
+		hdr, err = br.Peek(4)
+		if err == nil {
+			break
+		}
+		if isTimeout(err) && c.inflight.Load() > 0 && !c.isStopped() {
+			continue // bufio keeps any partial size bytes; Peek again
+		}
+		if isTimeout(err) && !c.isStopped() {
+			return nil, errIdle
+		}
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(hdr))
+	_, _ = br.Discard(4)
+	if size < 0 || size > c.s.cfg.MaxRequestBytes {
+		return nil, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, c.s.cfg.MaxRequestBytes)
+	}
+	if !c.armReadDeadline() {
+		return nil, errStopped
+	}
+	return readFull(br, int(size))
+}
+
+var (
+	errStopped = errors.New("server shutting down")
+	errIdle    = errors.New("idle timeout")
+)
+
+// readChunkBytes bounds how much readFull allocates ahead of data actually received, so a
+// client announcing a huge frame and sending nothing cannot make us allocate the whole size.
+const readChunkBytes = 1 << 20
+
+func readFull(r io.Reader, n int) ([]byte, error) {
+	if n <= readChunkBytes {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf := make([]byte, 0, readChunkBytes)
+	for len(buf) < n {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(2*cap(buf), n))
+			copy(grown, buf)
+			buf = grown
+		}
+		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (c *conn) logReadEnd(err error) {
+	switch {
+	case errors.Is(err, errStopped), c.isStopped():
+		c.log.Debug("connection stopped for shutdown")
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.log.Debug("connection closed by peer or writer")
+	case errors.Is(err, errIdle):
+		c.log.Info("closing idle connection", "idle_timeout", c.s.cfg.IdleTimeout)
+	case errors.Is(err, ErrFrameSize):
+		c.log.Warn("closing connection: bad request", "err", err)
+	default:
+		c.log.Debug("connection read ended", "err", err)
+	}
+}
+
+// writerBufBytes is the write buffer size; larger writes go straight to the socket.
+const writerBufBytes = 64 << 10
+
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, writerBufBytes)
+	var scratch []byte
+	ok := true
+	for p := range c.replies {
+		if ok {
+			scratch, ok = c.writeReply(bw, p, scratch[:0])
+			if ok && len(c.replies) == 0 {
+				if err := bw.Flush(); err != nil {
+					c.log.Debug("write failed", "err", err)
+					ok = false
+				}
+			}
+			if !ok {
+				c.kill() // stops the reader; keep draining until it closes the queue
+			}
+		} else {
+			c.discardReply(p)
+		}
+		c.inflight.Add(-1)
+	}
+	if ok {
+		_ = bw.Flush()
+	}
+	c.kill()
+	c.connClosed()
+	c.s.connEnded(c)
+}
+
+// writeReply resolves, encodes and buffers one reply. It returns false when the connection
+// must close: a write error, a Wait or encoding panic, a response of the wrong kind, or
+// Reply.Close.
+func (c *conn) writeReply(bw *bufio.Writer, p pending, scratch []byte) (_ []byte, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("closing connection: panic producing response", "key", p.key,
+				"version", p.version, "correlation_id", p.correlationID, "panic", r,
+				"stack", string(debug.Stack()))
+			ok = false
+		}
+	}()
+	resp := p.reply.Resp
+	if p.reply.Wait != nil {
+		// Send what is buffered before possibly blocking: earlier responses must not wait
+		// for a later long poll or fsync.
+		if bw.Buffered() > 0 {
+			if err := bw.Flush(); err != nil {
+				c.log.Debug("write failed", "err", err)
+				return scratch, false
+			}
+		}
+		resp = p.reply.Wait()
+	}
+	if resp != nil {
+		if resp.Key() != p.key {
+			c.log.Error("closing connection: handler answered with the wrong response kind",
+				"key", p.key, "response_key", resp.Key(), "correlation_id", p.correlationID)
+			return scratch, false
+		}
+		scratch = appendResponse(scratch, p, resp)
+		if _, err := bw.Write(scratch); err != nil {
+			c.log.Debug("write failed", "err", err)
+			return scratch, false
+		}
+	}
+	if p.reply.Close {
+		if err := bw.Flush(); err != nil {
+			c.log.Debug("write failed", "err", err)
+		}
+		c.log.Info("closing connection as the handler asked", "key", p.key,
+			"correlation_id", p.correlationID)
+		return scratch, false
+	}
+	return scratch, true
+}
+
+// appendResponse appends a whole response frame: size, correlation id, the response
+// header's tagged-field byte when the response is flexible (never for ApiVersions, whose
+// response header is always v0), then the body.
+func appendResponse(dst []byte, p pending, resp kmsg.Response) []byte {
+	resp.SetVersion(p.version)
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(p.correlationID))
+	if p.key != 18 && resp.IsFlexible() {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// discardReply lets a reply's Wait run to completion after the connection failed, so the
+// handler's pending work (and whatever it holds) finishes; its context is already cancelled.
+func (c *conn) discardReply(p pending) {
+	if p.reply.Wait == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic in Wait after connection failure", "key", p.key, "panic", r)
+		}
+	}()
+	p.reply.Wait()
+}
+
+func (c *conn) connClosed() {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic in ConnClosed", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	c.s.h.ConnClosed(c.info)
+}

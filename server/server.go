@@ -1,0 +1,277 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultMaxRequestBytes    int32 = 100 << 20 // socket.request.max.bytes (104857600)
+	DefaultMaxConnections           = 10000
+	DefaultIdleTimeout              = 10 * time.Minute // connections.max.idle.ms (600000)
+	DefaultMaxInFlightPerConn       = 100
+)
+
+// ErrServerClosed is returned by Serve and ListenAndServe after Shutdown or Close.
+var ErrServerClosed = errors.New("server: closed")
+
+// Config bounds what one server accepts. Zero fields take the Default* values.
+type Config struct {
+	// MaxRequestBytes is the largest request frame (size prefix excluded) accepted; a larger
+	// or negative size closes the connection, like Kafka's socket.request.max.bytes.
+	MaxRequestBytes int32
+	// MaxConnections caps open client connections; connections beyond it are closed right
+	// after accept.
+	MaxConnections int
+	// IdleTimeout closes a connection that sent no request for this long while it had no
+	// request in flight (connections.max.idle.ms).
+	IdleTimeout time.Duration
+	// MaxInFlightPerConn bounds the replies queued between a connection's reader and its
+	// writer. When the queue is full the reader stops reading (TCP back-pressure).
+	MaxInFlightPerConn int
+
+	// ClusterID and NodeID, when ClusterID is set, let ApiVersions v5 (KIP-1242) answer
+	// REBOOTSTRAP_REQUIRED to a client that expects another cluster or node.
+	ClusterID string
+	NodeID    int32
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxRequestBytes <= 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxInFlightPerConn <= 0 {
+		c.MaxInFlightPerConn = DefaultMaxInFlightPerConn
+	}
+	return c
+}
+
+// Server accepts Kafka protocol connections and serves them with a Handler.
+type Server struct {
+	cfg     Config
+	h       Handler
+	log     *slog.Logger
+	apis    *apiTable
+	apiKeys []kmsg.ApiVersionsResponseApiKey // advertised by ApiVersions, read-only
+
+	// baseCtx is the parent of every connection context; cancel ends it at Shutdown/Close.
+	baseCtx context.Context
+	cancel  context.CancelFunc
+
+	nextConnID atomic.Uint64
+
+	mu        sync.Mutex // guards everything below
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	closing   bool          // Shutdown or Close has begun
+	connsDone chan struct{} // closed when closing and conns is empty
+	addr      net.Addr      // first listener's address
+	addrReady chan struct{} // closed once addr is set
+}
+
+// New returns a server for h. h.APIs is called once, here: the served keys and versions are
+// fixed for the server's lifetime. Keys kmsg cannot decode are dropped; ApiVersions is always
+// served by the server itself (versions 0-5, capped by h's entry for key 18 if it has one).
+func New(cfg Config, h Handler, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:       cfg.withDefaults(),
+		h:         h,
+		log:       logger,
+		apis:      newAPITable(h.APIs()),
+		baseCtx:   ctx,
+		cancel:    cancel,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+		connsDone: make(chan struct{}),
+		addrReady: make(chan struct{}),
+	}
+	s.apiKeys = advertisedAPIKeys(s.apis)
+	return s
+}
+
+// ListenAndServe listens on the TCP address addr and calls Serve.
+func (s *Server) ListenAndServe(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ln)
+}
+
+// Addr returns the address of the first listener passed to Serve, blocking until Serve has
+// been called. It returns nil if the server was shut down before any Serve.
+func (s *Server) Addr() net.Addr {
+	select {
+	case <-s.addrReady:
+	case <-s.baseCtx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Serve accepts connections on ln until Shutdown or Close, then returns ErrServerClosed.
+// It closes ln. It may be called for several listeners.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	if s.addr == nil {
+		s.addr = ln.Addr()
+		close(s.addrReady)
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			// Out of file descriptors, a connection aborted before accept and the like:
+			// back off as net/http does, bounded at one second, instead of spinning.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed, retrying", "err", err, "backoff", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.baseCtx.Done():
+				t.Stop()
+			}
+			continue
+		}
+		backoff = 0
+		s.accept(nc)
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// accept registers nc and starts its goroutines, or closes it at once when the server is
+// closing or MaxConnections are open.
+func (s *Server) accept(nc net.Conn) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// Go enables TCP_NODELAY by default; say it, since small pipelined responses
+		// must not wait for Nagle.
+		_ = tc.SetNoDelay(true)
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(s.conns) >= s.cfg.MaxConnections {
+		s.mu.Unlock()
+		s.log.Warn("too many connections, closing new one",
+			"remote", nc.RemoteAddr(), "max_connections", s.cfg.MaxConnections)
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc)
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.start()
+}
+
+// connEnded is called once by each conn after both its goroutines have finished.
+func (s *Server) connEnded(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	if s.closing && len(s.conns) == 0 {
+		select {
+		case <-s.connsDone:
+		default:
+			close(s.connsDone)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// beginClose stops accepting: it marks the server closing, closes the listeners and returns
+// the open connections.
+func (s *Server) beginClose() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		s.closing = true
+		for ln := range s.listeners {
+			ln.Close()
+		}
+		if len(s.conns) == 0 {
+			close(s.connsDone)
+		}
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// Shutdown stops accepting connections, stops reading new requests, lets every request
+// already read finish (its Handle call, its Wait and the write of its response), then closes
+// the connections. Handler contexts are cancelled at once so long polls return early. If ctx
+// ends first, the remaining connections are closed without waiting and ctx's error is
+// returned. When Shutdown returns nil, every ConnClosed call has been made.
+func (s *Server) Shutdown(ctx context.Context) error {
+	conns := s.beginClose()
+	s.cancel()
+	for _, c := range conns {
+		c.stopReading()
+	}
+	select {
+	case <-s.connsDone:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+// Close closes the listeners and every connection at once, dropping queued responses.
+// ConnClosed is still called for each connection, possibly after Close returns.
+func (s *Server) Close() error {
+	conns := s.beginClose()
+	s.cancel()
+	for _, c := range conns {
+		c.kill()
+	}
+	return nil
+}
