@@ -12,7 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exactq/exactq/batch"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/exactq/exactq/producerstate"
 )
 
@@ -246,14 +247,16 @@ func (p *partition) rebuildProducerState() error {
 		}
 	}
 	return p.log.Scan(from, func(raw []byte) error {
-		h, err := batch.Parse(raw)
-		if err != nil {
+		// Not batch.Parse: compaction leaves offset gaps that its producer-side rules reject,
+		// and the log has already checked what it stores.
+		var h kmsg.RecordBatch
+		if err := h.ReadFrom(raw); err != nil {
 			return err
 		}
 		if h.ProducerID < 0 {
 			return nil
 		}
-		_, _, err = p.producers.Replay(h)
+		_, _, err := p.producers.Replay(h)
 		return err
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/log"
 	"github.com/exactq/exactq/server"
 )
 
@@ -191,7 +192,13 @@ func (p *partition) append(raw []byte, h kmsg.RecordBatch, settings topicSetting
 		}
 	}
 	first, _, err := p.log.Append([][]byte{raw})
-	if err != nil {
+	switch {
+	case errors.Is(err, log.ErrRecordListTooLarge):
+		return errResult(kerr.RecordListTooLarge, err.Error())
+	case errors.Is(err, log.ErrClosed):
+		// The topic was deleted while this request was in flight.
+		return errResult(kerr.NotLeaderForPartition, err.Error())
+	case err != nil:
 		return errResult(kerr.KafkaStorageError, err.Error())
 	}
 	if h.ProducerID >= 0 {
