@@ -173,6 +173,9 @@ func (b *Broker) produceToPartition(t *topic, p *partition, records []byte, vers
 func (p *partition) append(raw []byte, h kmsg.RecordBatch, settings topicSettings, nowMs int64) appendResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// The leader stamps its epoch on every batch (outside the CRC), as Kafka does; consumers
+	// track it for KIP-320 log truncation detection.
+	batch.SetLeaderEpoch(raw, leaderEpoch)
 	logAppendTime := int64(-1)
 	if settings.logAppendTime {
 		batch.SetLogAppendTime(raw, nowMs)
