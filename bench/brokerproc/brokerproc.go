@@ -64,7 +64,7 @@ type Options struct {
 	// port, read back from the serving line).
 	Listen   string
 	Fsync    string // always or never; empty: the broker's default
-	LogLevel string // empty: info
+	LogLevel string // empty: info; must be info or debug, or the serving line is not logged
 	Args     []string
 	// Echo, when set, receives every stderr line of the broker as it arrives.
 	Echo io.Writer

@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/exactq/exactq/bench/brokerproc"
+)
+
+// Target is a system under test: an external cluster at Brokers, or (Binary set) an exactq
+// binary the suite starts itself on a fresh temporary data directory for every measurement.
+type Target struct {
+	Name    string   // label in the results, e.g. "exactq" or "kafka-4.4"
+	Brokers []string // bootstrap addresses of an external cluster
+	Binary  string   // path to an exactq binary to start (instead of Brokers)
+	Fsync   string   // --fsync for a started exactq: always or never
+	// TempDir is where started brokers keep their data (default os.TempDir()); put it on
+	// the disk you mean to measure.
+	TempDir string
+}
+
+func (t Target) managed() bool { return t.Binary != "" }
+
+// Suite is a set of measurements: every target × every partition count, Runs times, with
+// the targets alternated innermost so that they share the machine's noise.
+type Suite struct {
+	Targets     []Target
+	Partitions  []int32
+	Records     int
+	RecordBytes int
+	Runs        int
+	Consume     bool // also read the data back after producing (P2)
+	Linger      time.Duration
+	BatchBytes  int32
+	Log         io.Writer // progress lines; nil for none
+}
+
+// Row is one measurement.
+type Row struct {
+	Target      string
+	Fsync       string // "" for an external target
+	Partitions  int32
+	Run         int
+	Workload    string // "produce" or "consume"
+	Records     int
+	RecordBytes int
+	Elapsed     time.Duration
+	MBps        float64
+	RecordsPS   float64
+	P50, P99    time.Duration // produce only
+	P999        time.Duration
+	// BrokerCPU is the broker's user+system CPU time during the workload and BrokerRSS its
+	// peak resident set so far (started exactq targets on Linux only; 0 otherwise).
+	BrokerCPU time.Duration
+	BrokerRSS int64
+}
+
+// Run executes the suite.
+func (s Suite) Run(ctx context.Context) ([]Row, error) {
+	var rows []Row
+	runs := max(1, s.Runs)
+	for run := 1; run <= runs; run++ {
+		for _, p := range s.Partitions {
+			for _, tg := range s.Targets {
+				rs, err := s.measure(ctx, tg, p, run)
+				if err != nil {
+					return rows, fmt.Errorf("%s, %d partitions, run %d: %w", tg.Name, p, run, err)
+				}
+				rows = append(rows, rs...)
+			}
+		}
+	}
+	return rows, nil
+}
+
+func (s Suite) logf(format string, args ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, format+"\n", args...)
+	}
+}
+
+func (s Suite) measure(ctx context.Context, tg Target, partitions int32, run int) ([]Row, error) {
+	brokers := tg.Brokers
+	var proc *brokerproc.Process
+	if tg.managed() {
+		dir, err := os.MkdirTemp(tg.TempDir, "exactq-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		proc, err = brokerproc.Start(brokerproc.Options{
+			Binary: tg.Binary, DataDir: filepath.Join(dir, "data"), Fsync: tg.Fsync, LogLevel: "info", // the serving line is at info
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer proc.Stop()
+		brokers = []string{proc.Addr}
+	}
+	topic := fmt.Sprintf("bench-%dp-%d", partitions, time.Now().UnixNano())
+	base := Row{Target: tg.Name, Fsync: tg.Fsync, Partitions: partitions, Run: run, Records: s.Records, RecordBytes: s.RecordBytes}
+
+	s.logf("%s fsync=%s partitions=%d run %d: producing %d × %d B", tg.Name, tg.Fsync, partitions, run, s.Records, s.RecordBytes)
+	cpu0 := procCPU(proc)
+	pr, err := Produce(ctx, ProduceConfig{
+		Brokers: brokers, Topic: topic, Partitions: partitions, Records: s.Records, RecordBytes: s.RecordBytes,
+		Linger: s.Linger, BatchMaxBytes: s.BatchBytes,
+		Progress: func(n int) { s.logf("  produce: %d/%d acknowledged", n, s.Records) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	row := base
+	row.Workload, row.Elapsed, row.MBps, row.RecordsPS = "produce", pr.Elapsed, pr.MBps(), pr.RecordsPerSec()
+	row.P50, row.P99, row.P999 = pr.P50, pr.P99, pr.P999
+	row.BrokerCPU, row.BrokerRSS = procCPU(proc)-cpu0, procRSS(proc)
+	rows := []Row{row}
+	s.logf("  %.1f MB/s, %.0f records/s, p50 %v p99 %v p999 %v", row.MBps, row.RecordsPS, row.P50, row.P99, row.P999)
+
+	if s.Consume {
+		cpu0 := procCPU(proc)
+		cr, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: topic,
+			Progress: func(n int) { s.logf("  consume: %d/%d read", n, s.Records) }})
+		if err != nil {
+			return rows, err
+		}
+		if cr.Records != pr.Records {
+			return rows, fmt.Errorf("consumed %d records, produced %d", cr.Records, pr.Records)
+		}
+		row := base
+		row.Workload, row.Elapsed, row.MBps, row.RecordsPS = "consume", cr.Elapsed, cr.MBps(), cr.RecordsPerSec()
+		row.BrokerCPU, row.BrokerRSS = procCPU(proc)-cpu0, procRSS(proc)
+		rows = append(rows, row)
+		s.logf("  consume %.1f MB/s, %.0f records/s", row.MBps, row.RecordsPS)
+	}
+	if proc != nil {
+		code, took, err := proc.Terminate(30 * time.Second)
+		if err != nil || code != 0 {
+			return rows, fmt.Errorf("stopping exactq: exit %d after %v: %v\n%s", code, took, err, proc.Logs())
+		}
+	}
+	return rows, nil
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on every
+// Linux architecture Go supports).
+const clockTicks = 100
+
+// procCPU is the user+system CPU time of a running process, from /proc (0 if unavailable).
+func procCPU(p *brokerproc.Process) time.Duration {
+	if p == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesized command name; utime and stime are fields 14 and 15.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// procRSS is the peak resident set (VmHWM) of a running process, from /proc (0 if
+// unavailable).
+func procRSS(p *brokerproc.Process) int64 {
+	if p == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// WriteMarkdown writes rows as a Markdown table.
+func WriteMarkdown(w io.Writer, rows []Row) error {
+	var b strings.Builder
+	b.WriteString("| target | fsync | partitions | run | workload | records | record size | MB/s | records/s | p50 | p99 | p99.9 | broker CPU | broker peak RSS |\n")
+	b.WriteString("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		fsync := r.Fsync
+		if fsync == "" {
+			fsync = "-"
+		}
+		lat := func(d time.Duration) string {
+			if r.Workload != "produce" {
+				return "-"
+			}
+			return fmtDur(d)
+		}
+		cpu, rss := "-", "-"
+		if r.BrokerCPU > 0 {
+			cpu = fmt.Sprintf("%.2f s (%.0f%%)", r.BrokerCPU.Seconds(), 100*r.BrokerCPU.Seconds()/r.Elapsed.Seconds())
+		}
+		if r.BrokerRSS > 0 {
+			rss = fmt.Sprintf("%.0f MiB", float64(r.BrokerRSS)/(1<<20))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %d | %d B | %.1f | %.0f | %s | %s | %s | %s | %s |\n",
+			r.Target, fsync, r.Partitions, r.Run, r.Workload, r.Records, r.RecordBytes, r.MBps, r.RecordsPS,
+			lat(r.P50), lat(r.P99), lat(r.P999), cpu, rss)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= 100*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+}
