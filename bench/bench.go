@@ -205,7 +205,6 @@ func Consume(ctx context.Context, cfg ConsumeConfig) (ConsumeResult, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: assign}),
-		kgo.FetchMaxPartitionBytes(8<<20),
 	)
 	if err != nil {
 		return ConsumeResult{}, err
