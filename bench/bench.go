@@ -36,6 +36,10 @@ type ProduceConfig struct {
 	// Linger and BatchMaxBytes tune the client (kgo defaults: 10ms and 1000012 bytes when 0).
 	Linger        time.Duration
 	BatchMaxBytes int32
+	// Rate, when > 0, paces Produce calls to this many records per second (open loop), so
+	// that latency is measured below saturation; 0 produces as fast as the client's buffer
+	// (kgo's 50000 records) allows, and latency then mostly measures time in that buffer.
+	Rate int
 	// Progress, when set, is called about once a second with the records acknowledged so far.
 	Progress func(acked int)
 }
@@ -102,7 +106,12 @@ func Produce(ctx context.Context, cfg ProduceConfig) (ProduceResult, error) {
 	)
 	stopProgress := startProgress(cfg.Progress, func() int { mu.Lock(); defer mu.Unlock(); return len(lat) })
 	start := time.Now()
-	for range cfg.Records {
+	pace := newPacer(cfg.Rate, start)
+	defer pace.stop()
+	for i := range cfg.Records {
+		if err := pace.wait(ctx, i); err != nil {
+			return ProduceResult{}, err
+		}
 		wg.Add(1)
 		// Timestamp is the send time: kgo would set it to time.Now() anyway, and the
 		// promise reads it back for the latency.
@@ -134,6 +143,42 @@ func Produce(ctx context.Context, cfg ProduceConfig) (ProduceResult, error) {
 		Records: len(lat), Bytes: bytes, Elapsed: elapsed,
 		P50: quantile(lat, 0.50), P99: quantile(lat, 0.99), P999: quantile(lat, 0.999), Max: lat[len(lat)-1],
 	}, nil
+}
+
+// pacer releases records at a fixed rate: record i may go at start + i/rate.
+type pacer struct {
+	rate  int
+	start time.Time
+	tick  *time.Ticker
+}
+
+func newPacer(rate int, start time.Time) *pacer {
+	p := &pacer{rate: rate, start: start}
+	if rate > 0 {
+		p.tick = time.NewTicker(time.Millisecond)
+	}
+	return p
+}
+
+func (p *pacer) wait(ctx context.Context, i int) error {
+	if p.rate <= 0 {
+		return nil
+	}
+	due := p.start.Add(time.Duration(float64(i) / float64(p.rate) * float64(time.Second)))
+	for time.Now().Before(due) {
+		select {
+		case <-p.tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (p *pacer) stop() {
+	if p.tick != nil {
+		p.tick.Stop()
+	}
 }
 
 // quantile of sorted durations (nearest rank).

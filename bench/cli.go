@@ -54,6 +54,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	records := fs.Int("records", 200000, "records per produce run")
 	size := fs.Int("size", 1024, "record value size in bytes")
 	runs := fs.Int("runs", 1, "repetitions of every measurement (targets alternate within each)")
+	rate := fs.Int("rate", 0, "produce at most this many records/s (0: as fast as possible); latency below saturation")
 	linger := fs.Duration("linger", 0, "producer linger (0: kgo default, 10ms)")
 	batchBytes := fs.Int("batch-bytes", 0, "producer max batch bytes (0: kgo default, 1000012)")
 	topic := fs.String("topic", "", "topic for consume")
@@ -121,7 +122,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 
 	s := Suite{Records: *records, RecordBytes: *size, Runs: *runs, Consume: cmd == "run",
-		Linger: *linger, BatchBytes: int32(*batchBytes), Log: log}
+		Rate: *rate, Linger: *linger, BatchBytes: int32(*batchBytes), Log: log}
 	for _, p := range splitList(*parts) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {

@@ -36,6 +36,7 @@ type Suite struct {
 	RecordBytes int
 	Runs        int
 	Consume     bool // also read the data back after producing (P2)
+	Rate        int  // records/s for produce (0: unpaced, as fast as possible)
 	Linger      time.Duration
 	BatchBytes  int32
 	Log         io.Writer // progress lines; nil for none
@@ -47,7 +48,7 @@ type Row struct {
 	Fsync       string // "" for an external target
 	Partitions  int32
 	Run         int
-	Workload    string // "produce" or "consume"
+	Workload    string // "produce", "produce@<rate>/s" (paced) or "consume"
 	Records     int
 	RecordBytes int
 	Elapsed     time.Duration
@@ -110,7 +111,7 @@ func (s Suite) measure(ctx context.Context, tg Target, partitions int32, run int
 	cpu0 := procCPU(proc)
 	pr, err := Produce(ctx, ProduceConfig{
 		Brokers: brokers, Topic: topic, Partitions: partitions, Records: s.Records, RecordBytes: s.RecordBytes,
-		Linger: s.Linger, BatchMaxBytes: s.BatchBytes,
+		Linger: s.Linger, BatchMaxBytes: s.BatchBytes, Rate: s.Rate,
 		Progress: func(n int) { s.logf("  produce: %d/%d acknowledged", n, s.Records) },
 	})
 	if err != nil {
@@ -118,6 +119,9 @@ func (s Suite) measure(ctx context.Context, tg Target, partitions int32, run int
 	}
 	row := base
 	row.Workload, row.Elapsed, row.MBps, row.RecordsPS = "produce", pr.Elapsed, pr.MBps(), pr.RecordsPerSec()
+	if s.Rate > 0 {
+		row.Workload = fmt.Sprintf("produce@%d/s", s.Rate)
+	}
 	row.P50, row.P99, row.P999 = pr.P50, pr.P99, pr.P999
 	row.BrokerCPU, row.BrokerRSS = procCPU(proc)-cpu0, procRSS(proc)
 	rows := []Row{row}
@@ -212,7 +216,7 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 			fsync = "-"
 		}
 		lat := func(d time.Duration) string {
-			if r.Workload != "produce" {
+			if !strings.HasPrefix(r.Workload, "produce") {
 				return "-"
 			}
 			return fmtDur(d)
