@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exactq/exactq/bench/brokerproc"
+)
+
+// TestSuiteSmoke runs a tiny suite against a freshly built exactq: it checks that the
+// driver works end to end and that every row is filled in, never how fast anything is.
+func TestSuiteSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker")
+	}
+	root, err := brokerproc.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "exactq")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := brokerproc.Build(ctx, root, bin); err != nil {
+		t.Fatal(err)
+	}
+	s := Suite{
+		Targets:    []Target{{Name: "exactq", Binary: bin, Fsync: "always", TempDir: t.TempDir()}, {Name: "exactq", Binary: bin, Fsync: "never", TempDir: t.TempDir()}},
+		Partitions: []int32{1, 3},
+		Records:    3000, RecordBytes: 100, Consume: true,
+	}
+	rows, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2*2*2 {
+		t.Fatalf("%d rows, want 8", len(rows))
+	}
+	for _, r := range rows {
+		if r.Records != 3000 || r.MBps <= 0 || r.Elapsed <= 0 {
+			t.Errorf("row not filled in: %+v", r)
+		}
+		if r.Workload == "produce" && (r.P50 <= 0 || r.P50 > r.P99 || r.P99 > r.P999) {
+			t.Errorf("latency quantiles out of order: %+v", r)
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteMarkdown(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(out.String(), "\n"); lines != 2+len(rows) {
+		t.Errorf("table has %d lines, want %d:\n%s", lines, 2+len(rows), out.String())
+	}
+
+	// Paced produce against the broker started by hand, through the -brokers path.
+	p, err := brokerproc.Start(brokerproc.Options{Binary: bin, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	pr, err := Produce(ctx, ProduceConfig{Brokers: []string{p.Addr}, Topic: "paced", Partitions: 2, Records: 500, RecordBytes: 10, Rate: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := Consume(ctx, ConsumeConfig{Brokers: []string{p.Addr}, Topic: "paced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Records != 500 || cr.Records != 500 || cr.Bytes != 5000 {
+		t.Errorf("paced: produced %d, consumed %d records (%d bytes), want 500 (5000 bytes)", pr.Records, cr.Records, cr.Bytes)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 1000; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500}, {0.99, 990}, {0.999, 999}, {1, 1000}, {0, 1}} {
+		if got := quantile(d, c.q); got != c.want {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if quantile(nil, 0.5) != 0 {
+		t.Error("quantile of nothing")
+	}
+}
