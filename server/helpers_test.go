@@ -101,6 +101,10 @@ func startServer(t testing.TB, cfg Config, h Handler) *Server {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
+		if t.Failed() {
+			s.Close() // a failed test may have left a Wait blocked forever
+			return
+		}
 		if err := s.Shutdown(context.Background()); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
