@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,10 +74,19 @@ func startBroker(t *testing.T, dataDir, listen, fsync string) *brokerproc.Proces
 	if os.Getenv("EXACTQ_TEST_LOG") != "" {
 		echo = os.Stderr
 	}
-	p, err := brokerproc.Start(brokerproc.Options{
+	opts := brokerproc.Options{
 		Binary: exactqBin, DataDir: dataDir, Listen: listen, Fsync: fsync,
 		LogLevel: "info", Echo: echo,
-	})
+	}
+	p, err := brokerproc.Start(opts)
+	// A fixed port (a restart that clients reconnect to) can be briefly held by a client
+	// socket that the kernel gave it as an ephemeral local port; retry until it is free.
+	for deadline := time.Now().Add(15 * time.Second); err != nil && listen != "" &&
+		strings.Contains(err.Error(), "address already in use") && time.Now().Before(deadline); {
+		t.Logf("port %s in use, retrying: %v", listen, err)
+		<-time.After(100 * time.Millisecond)
+		p, err = brokerproc.Start(opts)
+	}
 	if err != nil {
 		t.Fatalf("start broker: %v", err)
 	}
