@@ -293,6 +293,7 @@ func (c *conn) writeLoop() {
 		c.inflight.Add(-1)
 	}
 	if ok {
+		c.armWriteDeadline()
 		_ = bw.Flush()
 	}
 	c.kill()
@@ -317,6 +318,7 @@ func (c *conn) writeReply(bw *bufio.Writer, p pending, scratch []byte) (_ []byte
 		// Send what is buffered before possibly blocking: earlier responses must not wait
 		// for a later long poll or fsync.
 		if bw.Buffered() > 0 {
+			c.armWriteDeadline()
 			if err := bw.Flush(); err != nil {
 				c.log.Debug("write failed", "err", err)
 				return scratch, false
@@ -331,6 +333,7 @@ func (c *conn) writeReply(bw *bufio.Writer, p pending, scratch []byte) (_ []byte
 			return scratch, false
 		}
 		scratch = appendResponse(scratch, p, resp)
+		c.armWriteDeadline()
 		if _, err := bw.Write(scratch); err != nil {
 			c.log.Debug("write failed", "err", err)
 			return scratch, false
@@ -375,6 +378,14 @@ func (c *conn) discardReply(p pending) {
 		}
 	}()
 	p.reply.Wait()
+}
+
+// armWriteDeadline bounds the next writes: a client that stops reading its responses for
+// IdleTimeout is as dead as one that stops sending (Kafka's idle expiry looks at all socket
+// activity), and without it the writer, then the full queue, then the reader would block
+// forever.
+func (c *conn) armWriteDeadline() {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 }
 
 func (c *conn) connClosed() {

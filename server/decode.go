@@ -39,18 +39,24 @@ type apiTable struct {
 const maxApiVersionsVersion = 5
 
 // newAPITable snapshots a handler's API list. ApiVersions is always served: if the handler
-// lists key 18 its range is intersected with what the server implements.
-func newAPITable(apis []APIRange) *apiTable {
-	t := &apiTable{
+// lists key 18 its range is intersected with what the server implements. It returns the
+// entries it could not serve: empty ranges and keys kmsg cannot decode. A MaxVersion above
+// kmsg's is capped to kmsg's.
+func newAPITable(apis []APIRange) (t *apiTable, dropped []APIRange) {
+	t = &apiTable{
 		ranges:      make(map[int16]APIRange, len(apis)+1),
 		apiVersions: APIRange{Key: 18, MinVersion: 0, MaxVersion: maxApiVersionsVersion},
 	}
 	for _, r := range apis {
-		if r.MinVersion < 0 || r.MaxVersion < r.MinVersion {
-			continue // an empty range serves nothing
+		body := kmsg.RequestForKey(r.Key)
+		if body == nil {
+			dropped = append(dropped, r) // kmsg cannot decode it, so we cannot serve it
+			continue
 		}
-		if kmsg.RequestForKey(r.Key) == nil {
-			continue // kmsg cannot decode it, so we cannot serve it
+		r.MaxVersion = min(r.MaxVersion, body.MaxVersion())
+		if r.MinVersion < 0 || r.MaxVersion < r.MinVersion {
+			dropped = append(dropped, r) // an empty range serves nothing
+			continue
 		}
 		if r.Key == 18 {
 			if r.MaxVersion < t.apiVersions.MaxVersion {
@@ -61,7 +67,7 @@ func newAPITable(apis []APIRange) *apiTable {
 		t.ranges[r.Key] = r
 	}
 	t.ranges[18] = t.apiVersions
-	return t
+	return t, dropped
 }
 
 // decoded is the result of decoding one frame.
@@ -173,11 +179,6 @@ func decodeRequest(frame []byte, apis *apiTable) (d decoded, err error) {
 			return d, nil
 		}
 		return fail(ErrUnsupportedVersion, fmt.Sprintf("served range is %d-%d", r.MinVersion, r.MaxVersion))
-	}
-	if d.version > body.MaxVersion() {
-		// Defensive: newAPITable keeps only kmsg-decodable keys, but a handler may list a
-		// version kmsg does not know.
-		return fail(ErrUnsupportedVersion, fmt.Sprintf("kmsg decodes up to %d", body.MaxVersion()))
 	}
 	if err := body.ReadFrom(rest); err != nil {
 		return fail(ErrMalformedRequest, "body: "+err.Error())

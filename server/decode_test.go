@@ -15,7 +15,8 @@ func kafka44Table() *apiTable {
 	for _, r := range Kafka44 {
 		apis = append(apis, r)
 	}
-	return newAPITable(apis)
+	t, _ := newAPITable(apis)
+	return t
 }
 
 // frameBody is AppendRequest without the size prefix.
@@ -63,7 +64,7 @@ func TestDecodeRequestSeeds(t *testing.T) {
 }
 
 func TestDecodeRequestErrors(t *testing.T) {
-	table := newAPITable([]APIRange{{Key: 3, MinVersion: 0, MaxVersion: 13}, {Key: 0, MinVersion: 3, MaxVersion: 13}})
+	table, _ := newAPITable([]APIRange{{Key: 3, MinVersion: 0, MaxVersion: 13}, {Key: 0, MinVersion: 3, MaxVersion: 13}})
 	hdr := func(key, version int16) []byte {
 		b := binary.BigEndian.AppendUint16(nil, uint16(key))
 		b = binary.BigEndian.AppendUint16(b, uint16(version))
@@ -134,4 +135,27 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("key %d v%d: re-encoding differs", d.key, d.version)
 		}
 	})
+}
+
+func TestNewAPITable(t *testing.T) {
+	table, dropped := newAPITable([]APIRange{
+		{Key: 3, MinVersion: 0, MaxVersion: 99}, // capped to kmsg's 13
+		{Key: 18, MinVersion: 0, MaxVersion: 3}, // caps ApiVersions
+		{Key: 1, MinVersion: 5, MaxVersion: 4},  // empty
+		{Key: 9999, MinVersion: 0, MaxVersion: 0},
+	})
+	if got := table.ranges[3]; got.MaxVersion != 13 {
+		t.Fatalf("metadata range %+v", got)
+	}
+	if got := table.apiVersions; got.MinVersion != 0 || got.MaxVersion != 3 || table.ranges[18] != got {
+		t.Fatalf("api versions range %+v", got)
+	}
+	if len(dropped) != 2 || len(table.ranges) != 2 {
+		t.Fatalf("dropped %+v, served %+v", dropped, table.ranges)
+	}
+	// Without a key 18 entry the server still serves ApiVersions 0-5.
+	table, _ = newAPITable(nil)
+	if got := table.ranges[18]; got.MaxVersion != maxApiVersionsVersion {
+		t.Fatalf("default api versions range %+v", got)
+	}
 }

@@ -50,8 +50,8 @@ type APIRange struct {
 }
 
 // Handler serves decoded requests. The server answers ApiVersions itself from APIs and
-// FinalizedFeatures; every other key it dispatches to Handle only when APIs lists it and
-// the version is in range.
+// Features; every other key it dispatches to Handle only when APIs lists it and the
+// version is in range (otherwise it closes the connection, as Kafka does).
 type Handler interface {
 	// APIs lists the implemented API keys and version ranges (ApiVersions included).
 	APIs() []APIRange

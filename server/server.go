@@ -32,7 +32,8 @@ type Config struct {
 	// after accept.
 	MaxConnections int
 	// IdleTimeout closes a connection that sent no request for this long while it had no
-	// request in flight (connections.max.idle.ms).
+	// request in flight, or whose client did not take its responses for this long
+	// (connections.max.idle.ms).
 	IdleTimeout time.Duration
 	// MaxInFlightPerConn bounds the replies queued between a connection's reader and its
 	// writer. When the queue is full the reader stops reading (TCP back-pressure).
@@ -92,16 +93,22 @@ func New(cfg Config, h Handler, logger *slog.Logger) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg:       cfg.withDefaults(),
-		h:         h,
-		log:       logger,
-		apis:      newAPITable(h.APIs()),
+		cfg: cfg.withDefaults(),
+		h:   h,
+		log: logger,
+
 		baseCtx:   ctx,
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
 		connsDone: make(chan struct{}),
 		addrReady: make(chan struct{}),
+	}
+	var dropped []APIRange
+	s.apis, dropped = newAPITable(h.APIs())
+	for _, r := range dropped {
+		logger.Warn("server: not serving API range the handler listed (empty, or not decodable by kmsg)",
+			"key", r.Key, "name", kmsg.NameForKey(r.Key), "min_version", r.MinVersion, "max_version", r.MaxVersion)
 	}
 	s.apiKeys = advertisedAPIKeys(s.apis)
 	return s
