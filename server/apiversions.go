@@ -22,8 +22,8 @@ import (
 //
 // The response header of ApiVersions is always v0 (no tagged-field byte), at every version.
 
-// apiVersionsReply builds the response for a decoded ApiVersions request.
-func (s *Server) apiVersionsReply(d *decoded) *kmsg.ApiVersionsResponse {
+// apiVersionsReply builds the response for a decoded ApiVersions request on connection ci.
+func (s *Server) apiVersionsReply(d *decoded, ci *ConnInfo) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	if d.apiVersionsFallback {
 		resp.SetVersion(0)
@@ -36,6 +36,10 @@ func (s *Server) apiVersionsReply(d *decoded) *kmsg.ApiVersionsResponse {
 	if !apiVersionsRequestValid(req) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp
+	}
+	if req.Version >= 3 {
+		// Kafka records the client software at this point (SocketServer, KIP-511).
+		ci.ClientSoftwareName, ci.ClientSoftwareVersion = req.ClientSoftwareName, req.ClientSoftwareVersion
 	}
 	if req.Version >= 5 && req.ClusterID != nil && s.cfg.ClusterID != "" &&
 		(*req.ClusterID != s.cfg.ClusterID || req.NodeID != s.cfg.NodeID) {

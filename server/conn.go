@@ -144,7 +144,7 @@ func (c *conn) readLoop() {
 		}
 		p := pending{key: d.key, version: d.version, correlationID: d.correlationID}
 		if d.key == 18 {
-			resp := c.s.apiVersionsReply(&d)
+			resp := c.s.apiVersionsReply(&d, c.info)
 			p.version = resp.Version
 			p.reply = Reply{Resp: resp}
 		} else {

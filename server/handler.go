@@ -25,6 +25,13 @@ type ConnInfo struct {
 	ID         uint64 // unique per broker process, never reused
 	RemoteAddr net.Addr
 	LocalAddr  net.Addr
+
+	// ClientSoftwareName and ClientSoftwareVersion are what the client reported in its last
+	// valid ApiVersions v3+ request (KIP-511), empty until then. The server writes them on
+	// the connection's reader goroutine, between Handle calls, so Handle and ConnClosed may
+	// read them freely; other goroutines must not.
+	ClientSoftwareName    string
+	ClientSoftwareVersion string
 }
 
 // Reply is a handler's answer to one request.

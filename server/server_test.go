@@ -517,3 +517,44 @@ func TestServeAfterShutdown(t *testing.T) {
 		t.Fatal("Addr after shutdown without Serve")
 	}
 }
+
+func TestClientSoftwareRecorded(t *testing.T) {
+	h := newTestHandler()
+	seen := make(chan [2]string, 1)
+	h.handle = func(ctx context.Context, req *Request) Reply {
+		seen <- [2]string{req.Conn.ClientSoftwareName, req.Conn.ClientSoftwareVersion}
+		return Reply{Resp: req.Body.ResponseKind()}
+	}
+	s := startServer(t, Config{}, h)
+	c := dial(t, s)
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(4)
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "exactq-go", "0.1.0"
+	c.send(av, 1)
+	c.recv(av)
+	md := metadataReq(12)
+	c.send(md, 2)
+	c.recv(md)
+	if got := <-seen; got != [2]string{"exactq-go", "0.1.0"} {
+		t.Fatalf("client software %q", got)
+	}
+}
+
+func TestListenAndServe(t *testing.T) {
+	s := New(Config{}, newTestHandler(), quietLogger(t))
+	served := make(chan error, 1)
+	go func() { served <- s.ListenAndServe("127.0.0.1:0") }()
+	c := dial(t, s) // Addr waits for the listener
+	req := metadataReq(1)
+	c.send(req, 5)
+	if corr, _ := c.recv(req); corr != 5 {
+		t.Fatalf("correlation id %d", corr)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("serve: %v", err)
+	}
+	c.expectClosed()
+}
