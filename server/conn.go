@@ -130,6 +130,12 @@ func (c *conn) readLoop() {
 	defer close(c.replies)
 	br := bufio.NewReaderSize(c.nc, readerBufBytes)
 	for {
+		if c.ctx.Err() != nil {
+			// The writer failed (or the server is closing): handling requests still
+			// sitting in the read buffer would only produce replies nobody can receive.
+			c.log.Debug("connection ending, stop reading")
+			return
+		}
 		frame, err := c.readFrame(br)
 		if err != nil {
 			c.logReadEnd(err)
@@ -321,6 +327,8 @@ func (c *conn) writeReply(bw *bufio.Writer, p pending, scratch []byte) (_ []byte
 			c.armWriteDeadline()
 			if err := bw.Flush(); err != nil {
 				c.log.Debug("write failed", "err", err)
+				c.kill()
+				c.discardReply(p) // its Wait must still run, like every queued one
 				return scratch, false
 			}
 		}

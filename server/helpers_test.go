@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,6 +215,8 @@ type scriptConn struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	pending   []byte // owned by the reader goroutine
+	// failWrites makes every Write fail as a stalled client would (write deadline).
+	failWrites atomic.Bool
 }
 
 type readEvent struct {
@@ -242,6 +246,9 @@ func (c *scriptConn) Read(p []byte) (int, error) {
 }
 
 func (c *scriptConn) Write(p []byte) (int, error) {
+	if c.failWrites.Load() {
+		return 0, os.ErrDeadlineExceeded
+	}
 	select {
 	case <-c.closed:
 		return 0, net.ErrClosed

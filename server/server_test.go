@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -557,4 +558,37 @@ func TestListenAndServe(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 	c.expectClosed()
+}
+
+// TestWriteFailureDrainsWaits: when writing fails (a client that stopped reading hits the
+// write deadline), the connection closes, every Wait already handed out is still called (so
+// handler work such as a pending fsync completes), and ConnClosed is called once.
+func TestWriteFailureDrainsWaits(t *testing.T) {
+	h := newTestHandler()
+	var handled, waited atomic.Int32
+	h.handle = func(ctx context.Context, req *Request) Reply {
+		handled.Add(1)
+		return Reply{Wait: func() kmsg.Response {
+			waited.Add(1)
+			return req.Body.ResponseKind()
+		}}
+	}
+	sc := newScriptConn()
+	sc.failWrites.Store(true)
+	s := New(Config{}, h, quietLogger(t))
+	ln := &oneConnListener{c: sc, done: make(chan struct{})}
+	go s.Serve(ln)
+	defer s.Close()
+
+	f := kmsg.NewRequestFormatter()
+	var frames []byte
+	for i := 0; i < 5; i++ {
+		frames = append(frames, f.AppendRequest(nil, metadataReq(1), int32(i))...)
+	}
+	sc.reads <- readEvent{data: frames}
+	<-h.ended
+	<-sc.closed
+	if handled.Load() == 0 || handled.Load() != waited.Load() {
+		t.Fatalf("handled %d, waited %d", handled.Load(), waited.Load())
+	}
 }
