@@ -1,6 +1,26 @@
 // Package server is exactq's wire layer: it accepts TCP connections, frames and decodes Kafka
 // requests with kmsg, hands each to a Handler in request order and writes the responses back
 // in the same order. It knows nothing about topics, logs or groups.
+//
+// What it does on bad input, matching Apache Kafka 4.4 (SocketServer.scala
+// processCompletedReceives, server/.../network/Processor.java parseRequestHeader,
+// RequestHeader.java, RequestContext.java, KafkaApis.handleApiVersionsRequest):
+//
+//	frame size < 0 or > MaxRequestBytes        close (InvalidReceiveException)
+//	header or body that does not decode        close (InvalidRequestException)
+//	API key unknown or not in Handler.APIs     close (InvalidRequestException)
+//	version outside the served range           close (UnsupportedVersionException)
+//	ApiVersions at an unsupported version      v0 UNSUPPORTED_VERSION answer listing only
+//	                                           ApiVersions' own range; connection stays open
+//	ApiVersions v3+ with invalid software name INVALID_REQUEST answer
+//	Handler panic / Wait panic                 logged, that connection closed
+//
+// In every close case the responses to earlier requests on the connection are written
+// first (Kafka handles one request per connection at a time, so they were already sent).
+//
+// Per connection, a reader goroutine calls Handle one request at a time and queues the Reply
+// (at most Config.MaxInFlightPerConn queued; a full queue stops reading), and a writer
+// goroutine calls Wait functions and writes responses in request order.
 package server
 
 import (
