@@ -263,6 +263,13 @@ func (b *Broker) handleDeleteTopics(req *server.Request, r *kmsg.DeleteTopicsReq
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !b.defaults.topic.DeleteTopicEnable() {
+			st.ErrorCode = kerr.TopicDeletionDisabled.Code
+			m := "Topic deletion is disabled."
+			st.ErrorMessage = &m
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if err := b.deleteTopic(t); err != nil {
 			st.ErrorCode = kerr.KafkaStorageError.Code
 			m := err.Error()
