@@ -191,13 +191,34 @@ func (c *conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	}
 	cl := &call{req: req, done: make(chan struct{}), c: c}
 
+	cl, writeErr, err := c.write(ctx, cl, noResponse)
+	if err != nil {
+		return nil, err
+	}
+	if writeErr != nil {
+		// close (outside writeMu, which it takes) fails every pending call, this one
+		// included since it was queued before the write.
+		c.close(fmt.Errorf("client: write to %s: %w", c.addr, writeErr))
+		if noResponse {
+			return nil, c.deadErr
+		}
+	}
+	if noResponse {
+		close(cl.done)
+	}
+	return cl, nil
+}
+
+// write queues cl on pending and writes its request, under writeMu. err means nothing was
+// written; writeErr means the connection is broken (the caller closes it).
+func (c *conn) write(ctx context.Context, cl *call, noResponse bool) (_ *call, writeErr, err error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	// close drains pending under writeMu after closing dead: checking dead here, under the
 	// lock, guarantees nothing is queued after that drain.
 	select {
 	case <-c.dead:
-		return nil, c.deadErr
+		return nil, nil, c.deadErr
 	default:
 	}
 	if !noResponse {
@@ -206,38 +227,23 @@ func (c *conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 		select {
 		case c.pending <- cl:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-c.dead:
-			return nil, c.deadErr
+			return nil, nil, c.deadErr
 		}
 	}
 	c.corrID++
 	cl.corrID = c.corrID
-	buf := c.fmtr.AppendRequest(nil, req, cl.corrID)
+	buf := c.fmtr.AppendRequest(nil, cl.req, cl.corrID)
 	if dl, ok := ctx.Deadline(); ok {
 		_ = c.nc.SetWriteDeadline(dl)
 	} else {
 		_ = c.nc.SetWriteDeadline(noDeadline)
 	}
-	if _, err := c.bw.Write(buf); err == nil {
-		err = c.bw.Flush()
-		if err != nil {
-			c.close(fmt.Errorf("client: write to %s: %w", c.addr, err))
-		}
-	} else {
-		c.close(fmt.Errorf("client: write to %s: %w", c.addr, err))
+	if _, writeErr = c.bw.Write(buf); writeErr == nil {
+		writeErr = c.bw.Flush()
 	}
-	// The write error (if any) reaches cl through close, which fails every pending call,
-	// this one included since it was queued before the write.
-	if noResponse {
-		select {
-		case <-c.dead:
-			return nil, c.deadErr
-		default:
-		}
-		close(cl.done)
-	}
-	return cl, nil
+	return cl, writeErr, nil
 }
 
 // wait blocks until the response arrives or ctx is done. A done ctx closes the connection
@@ -290,10 +296,11 @@ func (c *conn) readLoop() {
 		}
 		resp, err := decodeResponse(cl, body)
 		if err != nil {
-			// Put the error on this call; close fails the rest.
+			// Put the error on this call; close fails the rest. Close first, so a
+			// caller that sees the error also sees a closed connection.
 			cl.err = err
-			close(cl.done)
 			c.close(err)
+			close(cl.done)
 			return
 		}
 		cl.resp = resp

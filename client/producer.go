@@ -137,6 +137,9 @@ type recBatch struct {
 	// Fields below change only while the batch is not in flight (sender, under mu); the
 	// writer reads them while it is.
 	inflight bool
+	done     bool // outcome known, waiting for earlier batches to complete first
+	doneBase int64
+	doneErr  error
 	attempts int
 	lastErr  error
 	seqGen   uint64 // generation seq belongs to; 0: not assigned
@@ -508,18 +511,17 @@ func (p *Producer) sendReady() time.Duration {
 		expired  []*recBatch
 		needMeta bool
 		reqs     []*produceReq
-		next     time.Duration
+		wakeIn   time.Duration
 	)
 	p.mu.Lock()
+	// partBufs are never deleted: they carry the partition's next sequence number, which
+	// must survive idle periods for as long as the producer id does.
 	for _, pb := range p.parts {
 		expired = pb.expire(now, p.cfg.DeliveryTimeout, expired, p)
-		if pb.open == nil && len(pb.queue) == 0 && pb.inflight == 0 {
-			delete(p.parts, pb.tp)
-		}
 	}
 	canSend := !p.idempotent || p.ensureID() // ensureID pokes when the id arrives
 	if !canSend {
-		next = p.cl.cfg.retryBackoff // keep expiring records while waiting for an id
+		wakeIn = p.cl.cfg.retryBackoff // keep expiring records while waiting for an id
 	}
 	byBroker := make(map[int32]*produceReq)
 	lingerAll := p.flushing > 0 || p.closing
@@ -531,7 +533,7 @@ func (p *Producer) sendReady() time.Duration {
 			continue
 		}
 		if wait := pb.backoffUntil.Sub(now); wait > 0 {
-			next = minPositive(next, wait)
+			wakeIn = minPositive(wakeIn, wait)
 			continue
 		}
 		if pb.rewind {
@@ -540,13 +542,14 @@ func (p *Producer) sendReady() time.Duration {
 			}
 			pb.rewind = false
 		}
-		if pb.inflight == len(pb.queue) {
+		next := pb.nextUnsent()
+		if next < 0 {
 			// Nothing sealed to send; seal the open batch if it lingered long enough.
 			if pb.open == nil {
 				continue
 			}
 			if wait := pb.open.created.Add(p.cfg.Linger).Sub(now); wait > 0 && !lingerAll {
-				next = minPositive(next, wait)
+				wakeIn = minPositive(wakeIn, wait)
 				continue
 			}
 		}
@@ -554,7 +557,7 @@ func (p *Producer) sendReady() time.Duration {
 		if leader < 0 {
 			needMeta = true
 			pb.backoffUntil = now.Add(p.cl.cfg.retryBackoff)
-			next = minPositive(next, p.cl.cfg.retryBackoff)
+			wakeIn = minPositive(wakeIn, p.cl.cfg.retryBackoff)
 			continue
 		}
 		if pb.inflight > 0 && pb.broker != leader {
@@ -572,19 +575,17 @@ func (p *Producer) sendReady() time.Duration {
 			s.inflight++
 			p.inflightReqs++
 		}
-		if pb.inflight == len(pb.queue) {
+		if next < 0 {
 			pb.seal()
+			next = len(pb.queue) - 1
 		}
-		b := pb.queue[pb.inflight]
+		b := pb.queue[next]
 		p.assignSequence(pb, b)
 		b.inflight = true
 		pb.inflight++
 		pb.broker = leader
 		req.batches = append(req.batches, b)
-		next = minPositive(next, b.created.Add(p.cfg.DeliveryTimeout).Sub(now))
-	}
-	for _, b := range expired {
-		p.release(b)
+		wakeIn = minPositive(wakeIn, b.created.Add(p.cfg.DeliveryTimeout).Sub(now))
 	}
 	p.mu.Unlock()
 
@@ -594,13 +595,14 @@ func (p *Producer) sendReady() time.Duration {
 	for _, b := range expired {
 		b.complete(-1, b.expiredErr())
 	}
+	p.release(expired...)
 	for _, r := range reqs {
 		r.sink.reqs <- r // capacity MaxInFlight ≥ the sink's in-flight count: never blocks
 	}
 	if len(reqs) > 0 {
 		p.poke() // more may be sendable (one batch per partition per request)
 	}
-	return next
+	return wakeIn
 }
 
 func minPositive(a, b time.Duration) time.Duration {
@@ -754,10 +756,18 @@ func (p *Producer) triggerMetadata() {
 	}()
 }
 
-// release drops a finished batch's records from the buffer accounting (mu held).
-func (p *Producer) release(b *recBatch) {
-	p.buffered -= int64(b.bytes)
-	p.bufferedRecs -= len(b.proms)
+// release drops finished batches from the buffer accounting. It runs after their
+// callbacks, so Flush returning means every callback has run.
+func (p *Producer) release(bs ...*recBatch) {
+	if len(bs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range bs {
+		p.buffered -= int64(b.bytes)
+		p.bufferedRecs -= len(b.proms)
+	}
 	p.broadcast()
 }
 
@@ -888,12 +898,7 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 			}
 		}
 	}
-	type done struct {
-		b    *recBatch
-		base int64
-		err  error
-	}
-	var finished []done
+	var finished []*recBatch
 	needMeta := false
 	now := time.Now()
 
@@ -930,8 +935,7 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 		}
 		switch v.outcome {
 		case batchDone:
-			pb.remove(b)
-			finished = append(finished, done{b, base, nil})
+			b.finish(base, nil)
 		case batchRetry:
 			pb.rewind = true
 			pb.backoffUntil = now.Add(p.cl.cfg.retryBackoff)
@@ -940,17 +944,17 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 				p.ids.bumpNeeded = true
 			}
 		case batchFail:
-			pb.remove(b)
+			b.finish(-1, err)
 			if p.idempotent && b.seqGen == p.ids.gen {
 				// The batch's sequence is used up or unknown to the broker; the
 				// partition's later sequences would not line up. Restart sequences.
 				p.ids.bumpNeeded = true
 			}
-			finished = append(finished, done{b, -1, err})
 		}
-	}
-	for _, d := range finished {
-		p.release(d.b)
+		// Complete in partition order: a later batch can succeed before an earlier one
+		// that is being resent (its first attempt was written but the answer lost), and
+		// callbacks must still run in produce order.
+		finished = pb.popDone(finished)
 	}
 	r.sink.inflight--
 	p.inflightReqs--
@@ -959,20 +963,38 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 	if needMeta {
 		p.triggerMetadata()
 	}
-	for _, d := range finished {
-		d.b.complete(d.base, d.err)
+	for _, b := range finished {
+		b.complete(b.doneBase, b.doneErr)
 	}
+	p.release(finished...)
 	p.poke()
 }
 
-// remove deletes b from the queue (normally the head).
-func (pb *partBuf) remove(b *recBatch) {
-	for i, q := range pb.queue {
-		if q == b {
-			pb.queue = append(pb.queue[:i], pb.queue[i+1:]...)
-			return
+// finish records a batch's outcome; popDone completes it once every earlier batch of the
+// partition is complete.
+func (b *recBatch) finish(base int64, err error) {
+	b.done, b.doneBase, b.doneErr = true, base, err
+}
+
+// popDone moves finished batches off the head of the queue onto out.
+func (pb *partBuf) popDone(out []*recBatch) []*recBatch {
+	for len(pb.queue) > 0 && pb.queue[0].done {
+		out = append(out, pb.queue[0])
+		pb.queue[0] = nil
+		pb.queue = pb.queue[1:]
+	}
+	return out
+}
+
+// nextUnsent returns the index of the first sealed batch neither in flight nor finished,
+// or -1.
+func (pb *partBuf) nextUnsent() int {
+	for i, b := range pb.queue {
+		if !b.inflight && !b.done {
+			return i
 		}
 	}
+	return -1
 }
 
 // encode returns the wire form of b for its current producer id and sequence, reusing the
