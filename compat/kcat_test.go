@@ -37,6 +37,7 @@ func runKcat(t *testing.T, kcat, stdin string, args ...string) string {
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("kcat %s: timed out after 60s\nstderr:\n%s", strings.Join(args, " "), tail(stderr.String()))
