@@ -467,3 +467,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// brokerKnown reports whether metadata named broker id.
+func (cl *cluster) brokerKnown(id int32) bool {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	_, ok := cl.brokers[id]
+	return ok
+}

@@ -80,8 +80,8 @@ func TestConnApiVersionsFallsBackToBrokerVersion(t *testing.T) {
 					return
 				}
 				mu.Lock()
-			seen = append(seen, req.version)
-			mu.Unlock()
+				seen = append(seen, req.version)
+				mu.Unlock()
 				if req.version > 2 {
 					// An old broker: answer v0 with UNSUPPORTED_VERSION and its own range.
 					resp := kmsg.NewPtrApiVersionsResponse()
