@@ -412,3 +412,108 @@ func TestIntegrationIdempotentRetriesAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationFetchSessions checks that the consumer really runs an incremental fetch
+// session with the broker, and that sessionless full fetches read the same records.
+func TestIntegrationFetchSessions(t *testing.T) {
+	b := testbroker.Start(t)
+	a := newTestAdmin(t, b.Addr)
+	createTopic(t, a, "sess", 3)
+	ctx := testCtx(t)
+	p, err := NewProducer(ProducerConfig{Brokers: []string{b.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := 0; i < 3000; i++ {
+		p.Produce(ctx, testRecord("sess", i), nil)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := NewConsumer(ConsumerConfig{Brokers: []string{b.Addr}, FetchMaxPartitionBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Assign(map[TopicPartition]Offset{{"sess", 0}: Earliest, {"sess", 1}: Earliest, {"sess", 2}: Earliest})
+	total := 0
+	for total < 3000 {
+		recs, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(recs)
+	}
+	c.mu.Lock()
+	s := c.sessions[1]
+	id, epoch := s.id, s.epoch
+	c.mu.Unlock()
+	if id == 0 || epoch < 2 {
+		t.Fatalf("session id %d epoch %d: the consumer did not use an incremental session", id, epoch)
+	}
+
+	got := consumeAll(t, b.Addr, "sess", 3, 3000, ConsumerConfig{DisableFetchSessions: true})
+	withSessions := consumeAll(t, b.Addr, "sess", 3, 3000, ConsumerConfig{FetchMaxPartitionBytes: 4 << 10})
+	comparePartitions(t, "sessionless vs session", withSessions, got)
+}
+
+// BenchmarkProducerThroughput produces records with 100-byte values to a 3-partition
+// topic of the in-process broker (fsync per group commit, as configured by testbroker).
+func BenchmarkProducerThroughput(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		codec Compression
+		size  int
+	}{
+		{"none-100B", NoCompression, 100},
+		{"lz4-100B", LZ4, 100},
+		{"zstd-100B", Zstd, 100},
+		{"none-1KiB", NoCompression, 1024},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			tb := testbroker.Start(b)
+			a, err := NewAdmin(AdminConfig{Brokers: []string{tb.Addr}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			ctx := context.Background()
+			if _, err := a.CreateTopics(ctx, false, NewTopic{Name: "bench", Partitions: 3, ReplicationFactor: 1}); err != nil {
+				b.Fatal(err)
+			}
+			p, err := NewProducer(ProducerConfig{Brokers: []string{tb.Addr}, Compression: bc.codec, Linger: time.Millisecond})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			value := bytes.Repeat([]byte("0123456789abcdef"), bc.size/16+1)[:bc.size]
+			if err := p.ProduceSync(ctx, &Record{Topic: "bench", Value: value}); err != nil {
+				b.Fatal(err)
+			}
+			var failed error
+			var mu sync.Mutex
+			cb := func(_ *Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			}
+			b.SetBytes(int64(bc.size))
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p.Produce(ctx, &Record{Topic: "bench", Key: []byte(fmt.Sprint(i)), Value: value}, cb)
+			}
+			if err := p.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if failed != nil {
+				b.Fatal(failed)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
