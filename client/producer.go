@@ -72,10 +72,10 @@ var ErrInvalidPartition = errors.New("client: partition out of range")
 
 // Producer sends records to brokers in batches. It is safe for concurrent use.
 //
-// Goroutines: one sender decides what to send (run), and per broker a writer that encodes
-// and writes requests and a waiter that reads responses in order (sink). Record callbacks
-// run on the waiter goroutine of the partition's broker, in produce order per partition,
-// never with the producer's lock held.
+// Goroutines: one sender decides what to send (run), per broker a writer that encodes and
+// writes requests and a waiter that reads responses in order (sink), and one delivery
+// goroutine that runs record callbacks, in produce order per partition, never with the
+// producer's lock held. A slow callback delays other callbacks, not sending.
 type Producer struct {
 	cfg         ProducerConfig
 	idempotent  bool
@@ -104,6 +104,11 @@ type Producer struct {
 	wake    chan struct{} // capacity 1: pokes the sender
 	quit    chan struct{}
 	runDone chan struct{} // closed when the sender exits
+
+	doneQ       []*recBatch   // finished batches awaiting callbacks, under mu
+	doneSignal  chan struct{} // capacity 1: pokes deliverLoop
+	deliverQuit chan struct{}
+	deliverDone chan struct{}
 	wg      sync.WaitGroup
 }
 
@@ -210,9 +215,13 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		wake:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		runDone:     make(chan struct{}),
+		doneSignal:  make(chan struct{}, 1),
+		deliverQuit: make(chan struct{}),
+		deliverDone: make(chan struct{}),
 	}
 	p.ids.cur = noProducerID
 	go p.run()
+	go p.deliverLoop()
 	return p, nil
 }
 
@@ -460,6 +469,8 @@ func (p *Producer) Close() {
 	}
 	p.cancel()
 	p.wg.Wait()
+	close(p.deliverQuit) // Flush returned: every callback has run
+	<-p.deliverDone
 	p.cl.close()
 }
 
@@ -519,6 +530,10 @@ func (p *Producer) sendReady() time.Duration {
 	for _, pb := range p.parts {
 		expired = pb.expire(now, p.cfg.DeliveryTimeout, expired, p)
 	}
+	for _, b := range expired {
+		b.finish(-1, b.expiredErr())
+	}
+	p.deliver(expired)
 	canSend := !p.idempotent || p.ensureID() // ensureID pokes when the id arrives
 	if !canSend {
 		wakeIn = p.cl.cfg.retryBackoff // keep expiring records while waiting for an id
@@ -592,10 +607,6 @@ func (p *Producer) sendReady() time.Duration {
 	if needMeta {
 		p.triggerMetadata()
 	}
-	for _, b := range expired {
-		b.complete(-1, b.expiredErr())
-	}
-	p.release(expired...)
 	for _, r := range reqs {
 		r.sink.reqs <- r // capacity MaxInFlight ≥ the sink's in-flight count: never blocks
 	}
@@ -754,6 +765,41 @@ func (p *Producer) triggerMetadata() {
 			p.mu.Unlock()
 		}
 	}()
+}
+
+// deliver queues finished batches for the delivery goroutine (mu held). Batches are
+// queued in the order they leave their partitions' queues, and one goroutine runs all
+// callbacks, so a partition's callbacks run in produce order whichever goroutine (waiter
+// or sender, for expired batches) finished the batch.
+func (p *Producer) deliver(bs []*recBatch) {
+	if len(bs) == 0 {
+		return
+	}
+	p.doneQ = append(p.doneQ, bs...)
+	select {
+	case p.doneSignal <- struct{}{}:
+	default:
+	}
+}
+
+// deliverLoop runs callbacks, then releases the batches from the buffer accounting.
+func (p *Producer) deliverLoop() {
+	defer close(p.deliverDone)
+	for {
+		select {
+		case <-p.doneSignal:
+		case <-p.deliverQuit:
+			return
+		}
+		p.mu.Lock()
+		bs := p.doneQ
+		p.doneQ = nil
+		p.mu.Unlock()
+		for _, b := range bs {
+			b.complete(b.doneBase, b.doneErr)
+		}
+		p.release(bs...)
+	}
 }
 
 // release drops finished batches from the buffer accounting. It runs after their
@@ -956,6 +1002,7 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 		// callbacks must still run in produce order.
 		finished = pb.popDone(finished)
 	}
+	p.deliver(finished)
 	r.sink.inflight--
 	p.inflightReqs--
 	p.mu.Unlock()
@@ -963,10 +1010,6 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 	if needMeta {
 		p.triggerMetadata()
 	}
-	for _, b := range finished {
-		b.complete(b.doneBase, b.doneErr)
-	}
-	p.release(finished...)
 	p.poke()
 }
 
