@@ -109,7 +109,7 @@ type Producer struct {
 	doneSignal  chan struct{} // capacity 1: pokes deliverLoop
 	deliverQuit chan struct{}
 	deliverDone chan struct{}
-	wg      sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 // partBuf is one partition's batches, guarded by Producer.mu.
