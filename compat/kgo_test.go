@@ -637,3 +637,28 @@ func TestKadmTopicsAndConfigs(t *testing.T) {
 		t.Fatalf("cluster metadata: brokers %+v cluster %q, want one broker with id 1 and a cluster id", bm.Brokers, bm.Cluster)
 	}
 }
+
+// TestKgoAcrossRestart: records acknowledged before a broker restart are all there after
+// it, and the same idempotent producer (same producer id, sequences continuing) keeps
+// producing after reconnecting, with no gap or duplicate.
+func TestKgoAcrossRestart(t *testing.T) {
+	tb := testbroker.Start(t)
+	adm := newAdmin(t, tb.Addr)
+	const topic, partitions, half = "kgo-restart", 3, 3000
+	createTopic(t, adm, topic, partitions, nil)
+	prod := newClient(t, tb.Addr, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(20), kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	sent := keyedRecords(topic, "restart", 2*half)
+	produceAll(t, ctxFor(t, time.Minute), prod, sent[:half])
+	pid := sent[0].ProducerID
+
+	tb.Restart()
+
+	produceAll(t, ctxFor(t, time.Minute), prod, sent[half:])
+	for _, r := range sent[half:] {
+		if r.ProducerID != pid {
+			t.Fatalf("record %s: producer id %d after restart, want the same %d (no reset of an idempotent producer that saw no error)", r.Key, r.ProducerID, pid)
+		}
+	}
+	got := consumeExactly(t, tb.Addr, topic, partitions, len(sent))
+	verifyRoundTrip(t, sent, got, partitions, 4)
+}
