@@ -112,6 +112,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, response
 		rp.Partition = tg.partition
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		rp.PreferredReadReplica = -1
+		// Never null: librdkafka rejects a null records field (Kafka always sends an empty
+		// one, even on error partitions).
+		rp.RecordBatches = []byte{}
 		budget := int(responseMax) - total
 		b.readPartition(r.Version, tg, &rp, budget, total == 0, readCommitted)
 		if rp.ErrorCode != 0 {
@@ -178,7 +181,9 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 		// may carry one.
 		return
 	}
-	rp.RecordBatches = data
+	if data != nil {
+		rp.RecordBatches = data
+	}
 }
 
 // leaderEpoch is this single node's leader epoch for every partition. Leadership never

@@ -104,7 +104,11 @@ func (b *Broker) handleProduce(req *server.Request, r *kmsg.ProduceRequest) serv
 				sp := &resp.Topics[w.ti].Partitions[w.pi]
 				sp.ErrorCode = kerr.KafkaStorageError.Code
 				sp.BaseOffset = -1
+				continue
 			}
+			// Publish the high watermark before answering, as Kafka's DelayedProduce does:
+			// a client reading right after its ack must see its record.
+			w.part.advanceHW(w.part.log.DurableEnd())
 		}
 		return resp
 	}}

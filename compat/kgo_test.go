@@ -246,7 +246,6 @@ func TestKgoIdempotentRoundTrip(t *testing.T) {
 // only when the high watermark has reached the batch's end (DelayedProduce), so a
 // producer that got its ack can tell a consumer "it's there" and be right.
 func TestKgoAcksAllReadYourWrites(t *testing.T) {
-	t.Skip("broker bug (reported): an acks=all produce response can be sent before the high watermark covers the batch; ListOffsets(latest) right after the ack then returns a lower offset")
 	tb := testbroker.Start(t)
 	adm := newAdmin(t, tb.Addr)
 	const topic = "kgo-ryw"
