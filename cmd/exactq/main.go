@@ -2,36 +2,89 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/exactq/exactq/bench"
 )
 
 const usage = `exactq: a Kafka-wire-compatible broker with exactly-once share groups
 
 Usage:
   exactq serve [flags]        run a broker (zero config: ./exactq-data, 127.0.0.1:9092)
+  exactq topic create|list|describe|delete|alter ...
+                              manage topics
+  exactq produce TOPIC        produce stdin lines as records
+  exactq consume TOPIC        print records to stdout
+  exactq bench [flags]        whole-system benchmark
+  exactq version              print the version
 
+Client commands take -b/--brokers host:port[,...] (default 127.0.0.1:9092).
 Run "exactq <command> -h" for a command's flags.
 `
+
+// command is a client subcommand, runnable in-process by tests. ctx is cancelled on
+// SIGINT or SIGTERM.
+type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+
+var commands = map[string]command{
+	"topic":   runTopic,
+	"produce": runProduce,
+	"consume": runConsume,
+	"version": runVersion,
+}
 
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
-	var err error
-	switch os.Args[1] {
+	name, args := os.Args[1], os.Args[2:]
+	switch name {
 	case "serve":
-		err = runServe(os.Args[2:])
+		if err := runServe(args); err != nil {
+			fmt.Fprintf(os.Stderr, "exactq serve: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	case "bench":
+		os.Exit(bench.Main(args, os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
-	default:
-		fmt.Fprintf(os.Stderr, "exactq: unknown command %q\n\n%s", os.Args[1], usage)
+	}
+	run, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "exactq: unknown command %q\n\n%s", name, usage)
 		os.Exit(2)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "exactq %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+	// The first signal cancels ctx (consume and produce stop cleanly); stop() then restores
+	// the default handling so a second one kills the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(exitCode(name, run(ctx, args, os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode prints err and returns the process exit code: 0 on success or -h, 2 for a
+// usage error, 1 for any other failure.
+func exitCode(name string, err error, stderr io.Writer) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "exactq %s: %v\nRun \"exactq %s -h\" for usage.\n", name, err, name)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "exactq %s: %v\n", name, err)
+		return 1
 	}
 }

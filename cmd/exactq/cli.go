@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/exactq/exactq/client"
+)
+
+// defaultBrokers is the -b/--brokers default of every client command.
+const defaultBrokers = "127.0.0.1:9092"
+
+// cliClientID is the client id the command-line tools send in request headers.
+const cliClientID = "exactq-cli"
+
+// usageError is a command line the command cannot run: main prints it with a hint and
+// exits 2 (every other error exits 1).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// errHelp is returned after -h printed a command's usage: main exits 0.
+var errHelp = errors.New("help requested")
+
+// cmdFlags is a command's flag set with its usage text and the -b/--brokers flag every
+// client command has. Flags may come before, between or after positional arguments.
+type cmdFlags struct {
+	*flag.FlagSet
+	usage   string
+	stdout  io.Writer
+	brokers string
+}
+
+func newCmdFlags(name, usage string, stdout io.Writer) *cmdFlags {
+	f := &cmdFlags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), usage: usage, stdout: stdout}
+	// Parse errors become usageErrors printed once by main; -h prints usage to stdout.
+	f.SetOutput(io.Discard)
+	f.Usage = func() {}
+	f.StringVar(&f.brokers, "b", defaultBrokers, "")
+	f.StringVar(&f.brokers, "brokers", defaultBrokers, "")
+	return f
+}
+
+// brokerList is the comma-separated -b value as a list.
+func (f *cmdFlags) brokerList() []string {
+	var out []string
+	for _, b := range strings.Split(f.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// parse parses args, allowing flags after positional arguments ("--" ends the flags), and
+// returns the positional arguments. Their count must be in [minArgs, maxArgs] (maxArgs < 0:
+// no limit).
+func (f *cmdFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
+	var pos []string
+	for {
+		err := f.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(f.stdout, f.usage)
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		rest := f.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" && !f.isFlagValue(args, used-1) {
+			pos = append(pos, rest...) // everything after "--" is positional
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	switch {
+	case len(pos) < minArgs:
+		return nil, usagef("missing arguments (want at least %d, got %d)", minArgs, len(pos))
+	case maxArgs >= 0 && len(pos) > maxArgs:
+		return nil, usagef("unexpected argument %q", pos[maxArgs])
+	}
+	return pos, nil
+}
+
+// isFlagValue reports whether args[i] was consumed as the value of the flag before it
+// ("-k --" sets -k to "--"; it does not end the flags).
+func (f *cmdFlags) isFlagValue(args []string, i int) bool {
+	if i == 0 {
+		return false
+	}
+	prev := args[i-1]
+	if !strings.HasPrefix(prev, "-") || prev == "-" || prev == "--" || strings.Contains(prev, "=") {
+		return false
+	}
+	fl := f.Lookup(strings.TrimLeft(prev, "-"))
+	if fl == nil {
+		return false
+	}
+	if bf, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+		return false
+	}
+	return true
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// keyValues parses key=value strings (the value may be empty, the key may not).
+func keyValues(flagName string, kvs []string) ([][2]string, error) {
+	out := make([][2]string, 0, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("%s %q: want key=value", flagName, kv)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
+}
+
+// netConfig is the connection settings of every client the tools create.
+func netConfig() client.NetConfig { return client.NetConfig{ClientID: cliClientID} }
