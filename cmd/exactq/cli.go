@@ -18,7 +18,10 @@ const cliClientID = "exactq-cli"
 
 // usageError is a command line the command cannot run: main prints it with a hint and
 // exits 2 (every other error exits 1).
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	cmd string // the (sub)command whose -h to suggest, "topic create"; "" for main's name
+}
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -57,6 +60,15 @@ func (f *cmdFlags) brokerList() []string {
 		}
 	}
 	return out
+}
+
+// withCmd names the subcommand of a usage error, so main suggests its -h.
+func withCmd(err error, cmd string) error {
+	var ue *usageError
+	if errors.As(err, &ue) && ue.cmd == "" {
+		ue.cmd = cmd
+	}
+	return err
 }
 
 // parse parses args, allowing flags after positional arguments ("--" ends the flags), and

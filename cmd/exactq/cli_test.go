@@ -490,9 +490,13 @@ func TestUsageErrors(t *testing.T) {
 			t.Errorf("%v: %v, want a usage error", tc.args, err)
 			continue
 		}
+		hint := `Run "exactq x -h" for usage.`
+		if len(tc.args) > 0 && (tc.args[0] == "create" || tc.args[0] == "alter" || tc.args[0] == "delete" || tc.args[0] == "list") {
+			hint = `Run "exactq topic ` + tc.args[0] + ` -h" for usage.`
+		}
 		var stderr bytes.Buffer
-		if code := exitCode("x", err, &stderr); code != 2 || !strings.Contains(stderr.String(), `Run "exactq x -h" for usage.`) {
-			t.Errorf("%v: exit code %d, stderr %q", tc.args, code, stderr.String())
+		if code := exitCode("x", err, &stderr); code != 2 || !strings.Contains(stderr.String(), hint) {
+			t.Errorf("%v: exit code %d, stderr %q, want %q", tc.args, code, stderr.String(), hint)
 		}
 	}
 

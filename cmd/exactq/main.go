@@ -81,6 +81,9 @@ func exitCode(name string, err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &ue):
+		if ue.cmd != "" {
+			name = ue.cmd
+		}
 		fmt.Fprintf(stderr, "exactq %s: %v\nRun \"exactq %s -h\" for usage.\n", name, err, name)
 		return 2
 	default:

@@ -18,8 +18,8 @@ import (
 const produceUsage = `Usage: exactq produce TOPIC [flags] < lines
 
 Each stdin line (without its newline) becomes one record. A summary goes to stderr at the
-end; the exit code is 1 if any record failed. SIGINT stops reading and delivers the lines
-already read.
+end; the exit code is 1 if any record failed (reading stops at the first failure). SIGINT
+stops reading and delivers the lines already read.
 
   -k, --key-delimiter SEP   split each line at the first SEP into key and value (a line
                             without SEP is a value with a null key)

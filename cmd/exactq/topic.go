@@ -32,23 +32,25 @@ func runTopic(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writ
 		return usagef("missing subcommand (create, list, describe, delete, alter)")
 	}
 	sub, args := args[0], args[1:]
+	var run func(context.Context, []string, io.Writer) error
 	switch sub {
 	case "create":
-		return topicCreate(ctx, args, stdout)
+		run = topicCreate
 	case "list":
-		return topicList(ctx, args, stdout)
+		run = topicList
 	case "describe":
-		return topicDescribe(ctx, args, stdout)
+		run = topicDescribe
 	case "delete":
-		return topicDelete(ctx, args, stdout)
+		run = topicDelete
 	case "alter":
-		return topicAlter(ctx, args, stdout)
+		run = topicAlter
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, topicUsage)
 		return errHelp
 	default:
 		return usagef("unknown subcommand %q (create, list, describe, delete, alter)", sub)
 	}
+	return withCmd(run(ctx, args, stdout), "topic "+sub)
 }
 
 func newAdmin(f *cmdFlags) (*client.Admin, error) {
