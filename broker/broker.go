@@ -64,6 +64,15 @@ type Broker struct {
 
 	sessions *fetchSessions
 
+	// txn verifies transactional produce requests; nil until the transaction coordinator
+	// is wired, and transactional batches are refused meanwhile.
+	txn txnVerifier
+	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
+	// __consumer_offsets partition, deciding its pending transactional offset commits.
+	onOffsetsMarker func(partition int32, pid int64, commit bool)
+	// txnVersion is the finalized transaction.version level advertised to clients.
+	txnVersion int16
+
 	bg     sync.WaitGroup
 	stop   chan struct{}
 	closed bool
@@ -215,6 +224,7 @@ func (b *Broker) RunHousekeeping() {
 		for _, p := range parts {
 			p.mu.Lock()
 			p.producers.Expire(b.now().UnixMilli())
+			p.pruneAborted(p.log.StartOffset())
 			p.mu.Unlock()
 			if settings.log.Delete {
 				if _, err := p.log.EnforceRetention(); err != nil {
@@ -230,23 +240,33 @@ func (b *Broker) RunHousekeeping() {
 	}
 }
 
-// producerSnapshotFile holds the partition's producer state as of a clean shutdown, so a
-// restart replays only the log written after it instead of the whole log.
+// producerSnapshotFile holds the partition's producer state and aborted-transaction index
+// as of a clean shutdown, so a restart replays only the log written after it instead of the
+// whole log.
 const producerSnapshotFile = "producer-state.snapshot"
+
+// partitionSnapshot is the content of producerSnapshotFile. Both parts are valid up to the
+// producer state's EndOffset.
+type partitionSnapshot struct {
+	Producers []byte       `json:"producers"` // producerstate.Snapshot
+	Aborted   []abortedTxn `json:"aborted"`
+}
 
 // rebuildProducerState restores the snapshot of the last clean shutdown, if any, and replays
 // the log after it. The snapshot stays valid after a later crash: it covers only data that
 // was durable when it was written, and recovery truncates only the unsynced tail.
 func (p *partition) rebuildProducerState() error {
 	from := p.log.StartOffset()
-	if raw, err := os.ReadFile(filepath.Join(p.log.Dir(), producerSnapshotFile)); err == nil {
-		st, err := producerstate.Restore(raw, producerstate.Config{ExpirationMs: producerstate.DefaultExpirationMs})
+	var snap partitionSnapshot
+	if err := readJSON(filepath.Join(p.log.Dir(), producerSnapshotFile), &snap); err == nil {
+		st, err := producerstate.Restore(snap.Producers, producerstate.Config{ExpirationMs: producerstate.DefaultExpirationMs})
 		if err == nil && st.EndOffset() <= p.log.EndOffset() {
 			p.producers = st
+			p.aborted = snap.Aborted
 			from = max(from, st.EndOffset())
 		}
 	}
-	return p.log.Scan(from, func(raw []byte) error {
+	err := p.log.Scan(from, func(raw []byte) error {
 		// Not batch.Parse: compaction leaves offset gaps that its producer-side rules reject,
 		// and the log has already checked what it stores.
 		var h kmsg.RecordBatch
@@ -256,17 +276,23 @@ func (p *partition) rebuildProducerState() error {
 		if h.ProducerID < 0 {
 			return nil
 		}
-		_, _, err := p.producers.Replay(h)
+		done, ok, err := p.producers.Replay(h)
+		if ok {
+			p.noteCompleted(done)
+		}
 		return err
 	})
+	p.refreshUnstable()
+	p.pruneAborted(p.log.StartOffset())
+	return err
 }
 
 // writeProducerSnapshot saves the producer state after the log was closed (and so synced).
 func (p *partition) writeProducerSnapshot() error {
 	p.mu.Lock()
-	snap := p.producers.Snapshot()
+	snap := partitionSnapshot{Producers: p.producers.Snapshot(), Aborted: p.aborted}
 	p.mu.Unlock()
-	return writeFileAtomic(filepath.Join(p.log.Dir(), producerSnapshotFile), snap)
+	return writeJSONAtomic(filepath.Join(p.log.Dir(), producerSnapshotFile), snap)
 }
 
 func readJSON(path string, v any) error {

@@ -144,17 +144,21 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 		return
 	}
 	hw := p.highWatermark()
+	lso := p.lastStableOffset()
 	rp.HighWatermark = hw
-	rp.LastStableOffset = hw
+	rp.LastStableOffset = lso
 	rp.LogStartOffset = p.log.StartOffset()
-	if readCommitted {
-		rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
-	}
 	if tg.offset < rp.LogStartOffset || tg.offset > p.log.EndOffset() {
 		rp.ErrorCode = kerr.OffsetOutOfRange.Code
 		return
 	}
-	if tg.offset >= hw {
+	// read_committed reads only decided transactions: up to the last stable offset.
+	upTo := hw
+	if readCommitted {
+		upTo = lso
+		rp.AbortedTransactions = p.abortedIn(tg.offset, lso)
+	}
+	if tg.offset >= upTo {
 		return
 	}
 	limit := tg.maxBytes
@@ -164,7 +168,7 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 	if limit <= 0 && !firstInResponse {
 		return
 	}
-	data, err := p.log.Read(tg.offset, limit, hw)
+	data, err := p.log.Read(tg.offset, limit, upTo)
 	switch {
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		// Retention moved the start past the offset between the check and the read.

@@ -52,7 +52,7 @@ func (b *Broker) ConnClosed(conn *server.ConnInfo) { b.sessions.connClosed(conn.
 func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	switch r := req.Body.(type) {
 	case *kmsg.ProduceRequest:
-		return b.handleProduce(req, r)
+		return b.handleProduce(ctx, req, r)
 	case *kmsg.FetchRequest:
 		return b.handleFetch(req, ctx, r)
 	case *kmsg.ListOffsetsRequest:

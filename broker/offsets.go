@@ -86,9 +86,6 @@ func (b *Broker) listOffset(p *partition, ts int64, readCommitted bool, sp *kmsg
 	}
 }
 
-// lastStableOffset is the offset before which every transaction is decided. With no
-// transactions served yet it equals the high watermark.
-func (p *partition) lastStableOffset() int64 { return p.highWatermark() }
 
 func (b *Broker) handleDeleteRecords(req *server.Request, r *kmsg.DeleteRecordsRequest) server.Reply {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)

@@ -21,7 +21,12 @@ type partition struct {
 
 	mu        sync.Mutex
 	producers *producerstate.State // guarded by mu
+	aborted   []abortedTxn         // guarded by mu; aborted-transaction index, marker order
 	waiters   map[chan struct{}]struct{}
+
+	// unstable is the first offset of an open transaction, MaxInt64 when none: the last
+	// stable offset is min(hw, unstable). Written under mu, read without it.
+	unstable atomic.Int64
 
 	// hw is the high watermark: the end of the prefix consumers may read. With fsync on,
 	// it is the durable end of the log, so a consumer never sees a record that a crash

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -26,7 +27,7 @@ func errResult(err *kerr.Error, msg string) appendResult {
 	return appendResult{code: err.Code, message: msg, baseOffset: -1, logAppendTime: -1}
 }
 
-func (b *Broker) handleProduce(req *server.Request, r *kmsg.ProduceRequest) server.Reply {
+func (b *Broker) handleProduce(ctx context.Context, req *server.Request, r *kmsg.ProduceRequest) server.Reply {
 	resp := r.ResponseKind().(*kmsg.ProduceResponse)
 	acks := r.Acks
 	validAcks := acks == -1 || acks == 0 || acks == 1
@@ -65,7 +66,7 @@ func (b *Broker) handleProduce(req *server.Request, r *kmsg.ProduceRequest) serv
 			case t.internal && !b.allowInternalWrites():
 				res = errResult(kerr.InvalidTopicException, "cannot append to internal topic "+t.name)
 			default:
-				res = b.produceToPartition(t, t.partition(rp.Partition), rp.Records, req.Version)
+				res = b.produceToPartition(ctx, r.TransactionID, t, t.partition(rp.Partition), rp.Records, req.Version)
 			}
 			sp.ErrorCode = res.code
 			if res.message != "" {
@@ -126,7 +127,7 @@ func partitionOf(t *topic, i int32) *partition {
 func (b *Broker) allowInternalWrites() bool { return false }
 
 // produceToPartition validates one partition's records and appends them.
-func (b *Broker) produceToPartition(t *topic, p *partition, records []byte, version int16) appendResult {
+func (b *Broker) produceToPartition(ctx context.Context, transactionalID *string, t *topic, p *partition, records []byte, version int16) appendResult {
 	_, settings := t.snapshot()
 	// Kafka's ProduceRequest.validateRecords rules for v3+: at least one batch, magic 2,
 	// exactly one batch per partition. The magic byte sits at offset 16 in every message
@@ -154,9 +155,9 @@ func (b *Broker) produceToPartition(t *topic, p *partition, records []byte, vers
 		return errResult(kerr.UnsupportedCompressionType, "zstd requires produce v7 or later")
 	}
 	if h.Attributes&batch.AttrTransactional != 0 {
-		// Transactional ids are not served yet, so no producer can hold a valid
-		// transactional producer id.
-		return errResult(kerr.InvalidProducerIDMapping, "transactions are not supported yet")
+		if code, msg := b.checkTransactional(ctx, transactionalID, h, t, p.index, version); code != 0 {
+			return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)
+		}
 	}
 	now := b.now().UnixMilli()
 	if code, msg := settings.checkTimestamps(h, now); code != 0 {
@@ -214,6 +215,9 @@ func (p *partition) append(raw []byte, h kmsg.RecordBatch, settings topicSetting
 			h.MaxTimestamp = nowMs
 		}
 		p.recordProducer(h)
+		if h.Attributes&batch.AttrTransactional != 0 {
+			p.refreshUnstable()
+		}
 	}
 	return appendResult{baseOffset: first, end: first + int64(h.LastOffsetDelta) + 1, logAppendTime: logAppendTime}
 }

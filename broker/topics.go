@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/hex"
+	"math"
 	"errors"
 	"fmt"
 	"os"
@@ -183,6 +184,7 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 		syncKick:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
+	p.unstable.Store(math.MaxInt64)
 	if err := p.rebuildProducerState(); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("rebuild producer state of %s-%d: %w", t.name, index, err)
