@@ -86,7 +86,6 @@ func (b *Broker) listOffset(p *partition, ts int64, readCommitted bool, sp *kmsg
 	}
 }
 
-
 func (b *Broker) handleDeleteRecords(req *server.Request, r *kmsg.DeleteRecordsRequest) server.Reply {
 	resp := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	for _, rt := range r.Topics {

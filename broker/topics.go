@@ -2,9 +2,9 @@ package broker
 
 import (
 	"encoding/hex"
-	"math"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
