@@ -26,6 +26,7 @@ var implemented = []int16{
 	37, // CreatePartitions
 	44, // IncrementalAlterConfigs
 	60, // DescribeCluster
+	61, // DescribeProducers
 }
 
 // APIs implements server.Handler.
@@ -79,6 +80,8 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleCreatePartitions(req, r)
 	case *kmsg.DescribeClusterRequest:
 		return b.handleDescribeCluster(req, r)
+	case *kmsg.DescribeProducersRequest:
+		return b.handleDescribeProducers(req, r)
 	}
 	// The server only dispatches keys listed in APIs, so this is a programming error.
 	b.logger.Error("no handler for advertised API", "key", req.Key)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/broker"
 	"github.com/exactq/exactq/internal/testbroker"
 )
 
@@ -276,5 +277,29 @@ func TestCompactedTopicRequiresKeys(t *testing.T) {
 	wantCode(t, "keyless record on compacted topic", produceRaw(t, cl, "c", -1, rawBatch(t, -1, -1, -1, 1)).ErrorCode, kerr.InvalidRecord)
 	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "c", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("keyed record: %v", err)
+	}
+}
+
+func TestDescribeProducersShowsOpenTransaction(t *testing.T) {
+	tb, cl := setupTopic(t)
+	broker.AcceptAllTransactionsForTest(tb.Broker)
+	ctx := ctxT(t)
+	ir, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTxn(t, cl, "t", txnBatch(t, ir.ProducerID, ir.ProducerEpoch, 0, "x", "y"))
+	states, err := kadm.NewClient(cl).DescribeProducers(ctx, kadm.TopicsSet{"t": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := states["t"].Partitions[0]
+	if ps.Err != nil || len(ps.ActiveProducers) != 1 {
+		t.Fatalf("describe producers: %+v", ps)
+	}
+	for _, p := range ps.ActiveProducers {
+		if p.ProducerID != ir.ProducerID || p.LastSequence != 1 || p.CurrentTxnStartOffset != 0 {
+			t.Fatalf("producer %+v, want id %d, last sequence 1, open transaction at 0", p, ir.ProducerID)
+		}
 	}
 }

@@ -452,3 +452,16 @@ func (s *State) NumProducers() int { return len(s.producers) }
 // EndOffset returns one past the last offset applied: a snapshot taken now is valid up
 // to it, and replay after Restore resumes there.
 func (s *State) EndOffset() int64 { return s.endOffset }
+
+// Producers returns a copy of every producer's entry, sorted by producer id (for
+// DescribeProducers and operators).
+func (s *State) Producers() []Entry {
+	out := make([]Entry, 0, len(s.producers))
+	for _, e := range s.producers {
+		c := *e
+		c.Batches = slices.Clone(e.Batches)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
