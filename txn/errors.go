@@ -8,23 +8,23 @@ import (
 
 // Kafka error codes the coordinator answers with.
 var (
-	codeNone                  int16 = 0
-	codeUnknownServerError          = kerr.UnknownServerError.Code
-	codeInvalidRequest              = kerr.InvalidRequest.Code
-	codeInvalidTxnTimeout           = kerr.InvalidTransactionTimeout.Code
-	codeConcurrentTxns              = kerr.ConcurrentTransactions.Code
-	codeProducerFenced              = kerr.ProducerFenced.Code
-	codeInvalidProducerEpoch        = kerr.InvalidProducerEpoch.Code
-	codeInvalidPIDMapping           = kerr.InvalidProducerIDMapping.Code
-	codeInvalidTxnState             = kerr.InvalidTxnState.Code
-	codeNotCoordinator              = kerr.NotCoordinator.Code
-	codeCoordinatorNotAvailable     = kerr.CoordinatorNotAvailable.Code
-	codeTransactionAbortable        = kerr.TransactionAbortable.Code
-	codeTransactionalIDNotFound     = kerr.TransactionalIDNotFound.Code
-	codeUnknownTopicOrPartition     = kerr.UnknownTopicOrPartition.Code
-	codeOperationNotAttempted       = kerr.OperationNotAttempted.Code
-	codeNotEnoughReplicas           = kerr.NotEnoughReplicas.Code
-	codeInvalidRegularExpression    = kerr.InvalidRegularExpression.Code
+	codeNone                     int16 = 0
+	codeUnknownServerError             = kerr.UnknownServerError.Code
+	codeInvalidRequest                 = kerr.InvalidRequest.Code
+	codeInvalidTxnTimeout              = kerr.InvalidTransactionTimeout.Code
+	codeConcurrentTxns                 = kerr.ConcurrentTransactions.Code
+	codeProducerFenced                 = kerr.ProducerFenced.Code
+	codeInvalidProducerEpoch           = kerr.InvalidProducerEpoch.Code
+	codeInvalidPIDMapping              = kerr.InvalidProducerIDMapping.Code
+	codeInvalidTxnState                = kerr.InvalidTxnState.Code
+	codeNotCoordinator                 = kerr.NotCoordinator.Code
+	codeCoordinatorNotAvailable        = kerr.CoordinatorNotAvailable.Code
+	codeTransactionAbortable           = kerr.TransactionAbortable.Code
+	codeTransactionalIDNotFound        = kerr.TransactionalIDNotFound.Code
+	codeUnknownTopicOrPartition        = kerr.UnknownTopicOrPartition.Code
+	codeOperationNotAttempted          = kerr.OperationNotAttempted.Code
+	codeNotEnoughReplicas              = kerr.NotEnoughReplicas.Code
+	codeInvalidRegularExpression       = kerr.InvalidRegularExpression.Code
 )
 
 // internalError is a broken invariant of the state machine: Kafka throws

@@ -274,3 +274,22 @@ func (e *env) logged(id string) []*Metadata {
 }
 
 func tp(topic string, p int32) TopicPartition { return TopicPartition{topic, p} }
+
+func (e *env) verifyReq(id string, pid int64, epoch int16, tps ...TopicPartition) *kmsg.AddPartitionsToTxnRequest {
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = id, pid, epoch, true
+	for _, tp := range tps {
+		tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		tt.Topic, tt.Partitions = tp.Topic, []int32{tp.Partition}
+		tx.Topics = append(tx.Topics, tt)
+	}
+	req.Transactions = append(req.Transactions, tx)
+	return req
+}
+
+func newAddOffsets(id string, pid int64, epoch int16, group string) *kmsg.AddOffsetsToTxnRequest {
+	req := kmsg.NewPtrAddOffsetsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = id, pid, epoch, group
+	return req
+}
