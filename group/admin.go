@@ -1,0 +1,139 @@
+package group
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// describe answers one group of DescribeGroups (GroupMetadataManager.describeGroups).
+func (s *shard) describe(id string, version int16) kmsg.DescribeGroupsResponseGroup {
+	r := kmsg.NewDescribeGroupsResponseGroup()
+	r.Group = id
+	g := s.groups[id]
+	if g == nil || g.is(stateDead) {
+		r.State = stateDead.String()
+		if version >= 6 {
+			r.ErrorCode = errGroupIDNotFound
+			r.ErrorMessage = strp("Group " + id + " not found.")
+		}
+		return r
+	}
+	r.State = g.state.String()
+	r.ProtocolType = g.protocolType
+	stable := g.is(stateStable)
+	if stable {
+		r.Protocol = g.protocolName
+	}
+	for _, m := range g.memberList() {
+		dm := kmsg.NewDescribeGroupsResponseGroupMember()
+		dm.MemberID = m.id
+		dm.InstanceID = m.instanceID
+		dm.ClientID = m.clientID
+		dm.ClientHost = m.clientHost
+		dm.MemberAssignment = m.assignment
+		if dm.MemberAssignment == nil {
+			dm.MemberAssignment = []byte{}
+		}
+		if stable {
+			dm.ProtocolMetadata = m.metadataFor(g.protocolName)
+		}
+		if dm.ProtocolMetadata == nil {
+			dm.ProtocolMetadata = []byte{}
+		}
+		r.Members = append(r.Members, dm)
+	}
+	return r
+}
+
+// list appends the shard's groups that pass the ListGroups v4/v5 filters
+// (GroupMetadataManager.listGroups): states compare case-insensitively with the state's
+// name, types with "classic".
+func (s *shard) list(states, types []string, dst []kmsg.ListGroupsResponseGroup) []kmsg.ListGroupsResponseGroup {
+	if len(types) > 0 {
+		classic := false
+		for _, t := range types {
+			if strings.EqualFold(strings.TrimSpace(t), "classic") {
+				classic = true
+			}
+		}
+		if !classic {
+			return dst
+		}
+	}
+	for _, id := range sortedKeys(s.groups) {
+		g := s.groups[id]
+		if len(states) > 0 {
+			ok := false
+			for _, st := range states {
+				if strings.EqualFold(strings.TrimSpace(st), g.state.String()) {
+					ok = true
+				}
+			}
+			if !ok {
+				continue
+			}
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group = id
+		lg.ProtocolType = g.protocolType
+		lg.GroupState = g.state.String()
+		lg.GroupType = "classic"
+		dst = append(dst, lg)
+	}
+	return dst
+}
+
+// deleteGroups handles the groups of a DeleteGroups that live on this shard
+// (GroupCoordinatorShard.deleteGroups): each deletable group is removed at once and its
+// tombstones (offsets, then the group) are written in one batch; the response, an
+// []kmsg.DeleteGroupsResponseGroup, completes token once they are durable.
+func (s *shard) deleteGroups(ids []string, token uint64, out *output) {
+	results := make([]kmsg.DeleteGroupsResponseGroup, len(ids))
+	var records []kmsg.Record
+	type gk struct {
+		group string
+		k     tp
+	}
+	var offs []gk
+	for i, id := range ids {
+		results[i] = kmsg.NewDeleteGroupsResponseGroup()
+		results[i].Group = id
+		g := s.groups[id]
+		switch {
+		case g == nil || g.is(stateDead):
+			results[i].ErrorCode = errGroupIDNotFound
+			continue
+		case !g.is(stateEmpty):
+			results[i].ErrorCode = errNonEmptyGroup
+			continue
+		}
+		recs, keys := s.offsetTombstones(id)
+		records = append(records, recs...)
+		for _, k := range keys {
+			offs = append(offs, gk{id, k})
+		}
+		records = append(records, groupTombstone(id))
+		delete(s.groups, id)
+		g.state = stateDead
+	}
+	if len(records) == 0 {
+		out.complete(token, results)
+		return
+	}
+	out.writes = append(out.writes, write{records: records, producerID: -1, done: func(_ int64, err error, out *output) {
+		if err != nil {
+			for i := range results {
+				if results[i].ErrorCode == 0 {
+					results[i].ErrorCode = errCoordinatorNotAvail
+				}
+			}
+			out.complete(token, results)
+			return
+		}
+		for _, o := range offs {
+			s.offsets.tombstone(o.group, o.k.topic, o.k.partition)
+		}
+		out.complete(token, results)
+	}})
+}

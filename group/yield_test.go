@@ -1,0 +1,5 @@
+package group
+
+import "runtime"
+
+func yieldRuntime() { runtime.Gosched() }
