@@ -104,16 +104,32 @@ func (c *fakeClock) advance(d time.Duration) {
 
 // env is one coordinator over in-memory partitions that survive restarts.
 type env struct {
-	t     testing.TB
+	t     tester
 	clock *fakeClock
 	b     *fakeBroker
 	parts []*coordlog.Memory
 	cfg   Config
 	c     *Coordinator
+	wrap  func(*coordlog.Memory) coordlog.Partition
+}
+
+// tester is what env needs from *testing.T and *rapid.T.
+type tester interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }
 
 func newEnv(t testing.TB, numParts int32) *env {
-	e := &env{t: t, clock: &fakeClock{now: time.UnixMilli(1_700_000_000_000)}, b: newFakeBroker()}
+	e := newEnvFor(t, numParts, nil)
+	t.Cleanup(func() { e.c.Close() })
+	return e
+}
+
+// newEnvFor builds an env; wrap, if set, stands between the coordinator and each
+// partition (the model test checks appends there).
+func newEnvFor(t tester, numParts int32, wrap func(*coordlog.Memory) coordlog.Partition) *env {
+	e := &env{wrap: wrap, t: t, clock: &fakeClock{now: time.UnixMilli(1_700_000_000_000)}, b: newFakeBroker()}
 	for i := int32(0); i < numParts; i++ {
 		e.parts = append(e.parts, coordlog.NewMemory(i))
 	}
@@ -123,7 +139,6 @@ func newEnv(t testing.TB, numParts int32) *env {
 		After: func(time.Duration) <-chan time.Time { return nil },
 	}
 	e.start()
-	t.Cleanup(func() { e.c.Close() })
 	return e
 }
 
@@ -132,6 +147,9 @@ func (e *env) start() {
 	parts := make([]coordlog.Partition, len(e.parts))
 	for i, p := range e.parts {
 		parts[i] = p
+		if e.wrap != nil {
+			parts[i] = e.wrap(p)
+		}
 	}
 	c, err := New(e.cfg, parts, e.b)
 	if err != nil {
