@@ -1,0 +1,468 @@
+package sharepartition
+
+import "sort"
+
+// AcquireMode is ShareFetch's ShareAcquireMode (KIP-1206).
+type AcquireMode int8
+
+const (
+	BatchOptimized AcquireMode = 0 // MaxRecords is soft, ranges aligned on log batches of about BatchSize
+	RecordLimit    AcquireMode = 1 // one range of at most MaxRecords records
+)
+
+// FetchedBatch describes one record batch the broker read from the log for
+// this share partition: its offsets and, for read_committed, its
+// transactional attributes. The records themselves never pass through here.
+type FetchedBatch struct {
+	BaseOffset, LastOffset int64
+	ProducerID             int64
+	Transactional          bool
+	Control                bool
+	AbortMarker            bool // a control batch holding an ABORT marker
+}
+
+// AbortedTxn is one entry of the log's aborted-transaction index for the
+// fetched range, as a read_committed fetch returns it.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+}
+
+// AcquireRequest is one share-fetch acquisition on this partition.
+type AcquireRequest struct {
+	Member      string
+	FetchOffset int64          // the offset the log was read from (NextFetchOffset)
+	Batches     []FetchedBatch // in offset order
+	// Aborted is the aborted-transaction list of the read, set only under
+	// share.isolation.level=read_committed: records of aborted transactions are
+	// archived, never delivered (kip-932.md 2.10).
+	Aborted    []AbortedTxn
+	MaxRecords int // what is left of the request-wide MaxRecords
+	BatchSize  int // preferred size of each acquired range (batch_optimized)
+	Mode       AcquireMode
+}
+
+// AcquiredRecords is one range locked to the member, as ShareFetch reports it.
+type AcquiredRecords struct {
+	FirstOffset, LastOffset int64
+	DeliveryCount           int16
+}
+
+// AcquireResult is the outcome of Acquire.
+type AcquireResult struct {
+	Records []AcquiredRecords
+	Count   int // records acquired
+	// LockDurationMs is the lock armed for them: ShareFetch's AcquisitionLockTimeoutMs.
+	LockDurationMs int64
+	Update         Update // non-empty only when records at the delivery limit were archived
+}
+
+// NextFetchOffset is the offset the broker should read the log from for the
+// next acquisition: the first AVAILABLE record or acquirable gap in the window
+// (re-delivery first), else the offset after the window.
+func (sp *SharePartition) NextFetchOffset() int64 {
+	if len(sp.batches) == 0 {
+		return sp.nextOffset
+	}
+	next, found := sp.nextOffset, false
+	if g, ok := sp.firstGap(); ok {
+		next, found = g, true
+	}
+	if !sp.mayHaveAvailable {
+		return next
+	}
+	for _, b := range sp.batches {
+		if b.first >= next {
+			break
+		}
+		if o, ok := b.firstAvailable(); ok {
+			return min(o, next)
+		}
+	}
+	if !found {
+		sp.mayHaveAvailable = false
+	}
+	return next
+}
+
+func (b *batch) firstAvailable() (int64, bool) {
+	if b.offs == nil {
+		return b.first, b.rec.state == Available
+	}
+	for i := range b.offs {
+		if b.offs[i].state == Available {
+			return b.first + int64(i), true
+		}
+	}
+	return 0, false
+}
+
+// CanAcquire reports whether a fetch for this partition can acquire anything:
+// there is something to re-deliver inside the window, or the window is below
+// share.partition.max.record.locks (Kafka's canAcquireRecords).
+func (sp *SharePartition) CanAcquire() bool {
+	return sp.NextFetchOffset() != sp.nextOffset || sp.InFlightRecords() < sp.cfg.MaxInFlightRecords
+}
+
+// Acquire locks fetched records to req.Member (Kafka's SharePartition.acquire,
+// kip-932.md 2.4). AVAILABLE records inside the window are re-acquired (whole
+// cached batches when the fetch covers them, else offset by offset); records
+// after the window, and acquirable gaps, become new in-flight batches of about
+// BatchSize records aligned on log batches (batch_optimized, MaxRecords soft)
+// or one range of at most MaxRecords (record_limit; the rest of the log batch
+// is cached AVAILABLE with delivery count 0). Each acquisition increments the
+// delivery count and arms a lock until nowMs + RecordLockDurationMs. A record
+// whose delivery count already reached the limit is archived instead of being
+// delivered. The window never grows past MaxInFlightRecords.
+func (sp *SharePartition) Acquire(nowMs int64, req AcquireRequest) AcquireResult {
+	res := AcquireResult{LockDurationMs: sp.cfg.RecordLockDurationMs}
+	var c changes
+	if req.MaxRecords <= 0 || len(req.Batches) == 0 {
+		res.Update = sp.update(&c)
+		return res
+	}
+	firstBase := req.Batches[0].BaseOffset
+	lastFetched := req.Batches[len(req.Batches)-1].LastOffset
+	if lastFetched < sp.spso {
+		res.Update = sp.update(&c)
+		return res
+	}
+	maxN, lastTo := int64(req.MaxRecords), lastFetched
+	if room := sp.cfg.MaxInFlightRecords - sp.InFlightRecords(); room < maxN {
+		maxN = room
+	}
+	if maxN <= 0 {
+		// At the record-lock cap only re-deliveries inside the window are allowed.
+		speo := sp.nextOffset - 1
+		if len(sp.batches) == 0 || req.FetchOffset > speo {
+			res.Update = sp.update(&c)
+			return res
+		}
+		maxN, lastTo = min(int64(req.MaxRecords), speo-req.FetchOffset+1), min(lastFetched, speo)
+	}
+	sp.archiveStale(req.FetchOffset, firstBase)
+
+	a := acquisition{sp: sp, req: &req, nowMs: nowMs, max: maxN, firstBase: firstBase, lastTo: lastTo, c: &c, lastAcquired: -1}
+	from := max(firstBase, sp.spso)
+	cur := from
+	for i := max(sp.floorIdx(from), 0); i < len(sp.batches) && a.n < a.max; i++ {
+		b := sp.batches[i]
+		if b.last < from {
+			continue
+		}
+		if b.first > lastTo {
+			break
+		}
+		if cur < b.first {
+			a.uncached(cur, b.first-1)
+			if a.n >= a.max {
+				break
+			}
+		}
+		a.cached(b)
+		cur = b.last + 1
+	}
+	if a.n < a.max && cur <= lastTo {
+		a.uncached(cur, lastTo)
+	}
+	if len(req.Aborted) > 0 && len(a.out) > 0 {
+		a.out = sp.filterAborted(&req, a.out)
+	}
+	for _, r := range a.out {
+		res.Count += int(r.LastOffset - r.FirstOffset + 1)
+	}
+	sp.counters.Acquired += int64(res.Count)
+	res.Records = a.out
+	if a.lastAcquired >= 0 && sp.gapActive() && a.lastAcquired+1 > sp.gapStart {
+		sp.gapStart = a.lastAcquired + 1
+	}
+	if sp.gapActive() && sp.nextOffset-1 > sp.gapEnd {
+		sp.gapStart, sp.gapEnd = 1, 0 // the window moved past the restored range
+	}
+	res.Update = sp.update(&c)
+	return res
+}
+
+// acquisition is the working state of one Acquire call.
+type acquisition struct {
+	sp           *SharePartition
+	req          *AcquireRequest
+	nowMs        int64
+	max          int64 // records this call may acquire
+	n            int64 // records acquired so far
+	firstBase    int64
+	lastTo       int64
+	out          []AcquiredRecords
+	c            *changes
+	lastAcquired int64
+}
+
+func (a *acquisition) emit(first, last int64, count int16, mergeable bool) {
+	if n := len(a.out); mergeable && n > 0 {
+		p := &a.out[n-1]
+		if p.LastOffset+1 == first && p.DeliveryCount == count {
+			p.LastOffset = last
+			a.lastAcquired = last
+			return
+		}
+	}
+	a.out = append(a.out, AcquiredRecords{FirstOffset: first, LastOffset: last, DeliveryCount: count})
+	a.lastAcquired = last
+}
+
+// take acquires r (AVAILABLE) for the member, or archives it at the delivery limit.
+func (a *acquisition) take(b *batch, r *record, first, n int64) bool {
+	sp := a.sp
+	if r.count >= sp.cfg.DeliveryCountLimit {
+		r.clearOwner()
+		r.state = Archived
+		sp.counters.Archived += n
+		a.c.add(first, first+n-1, r)
+		return false
+	}
+	r.state, r.member, r.count = Acquired, a.req.Member, r.count+1
+	r.deadlineMs = a.nowMs + sp.cfg.RecordLockDurationMs
+	sp.arm(b, r.deadlineMs)
+	return true
+}
+
+// cached acquires from an existing in-flight batch.
+func (a *acquisition) cached(b *batch) {
+	remaining := a.max - a.n
+	full := b.first >= a.firstBase && b.last <= a.lastTo
+	if b.offs == nil && full && !(a.req.Mode == RecordLimit && b.len() > remaining) {
+		if b.rec.state == Available && a.take(b, &b.rec, b.first, b.len()) {
+			a.emit(b.first, b.last, b.rec.count, false)
+			a.n += b.len()
+		}
+		return
+	}
+	if b.offs == nil && b.rec.state != Available {
+		return
+	}
+	b.split()
+	var got int64
+	for o := max(b.first, a.firstBase); o <= min(b.last, a.lastTo); o++ {
+		r := b.at(o)
+		if r.state != Available {
+			continue
+		}
+		if !a.take(b, r, o, 1) {
+			continue
+		}
+		a.emit(o, o, r.count, got > 0)
+		got++
+		if a.req.Mode == RecordLimit && got == remaining {
+			break
+		}
+	}
+	a.n += got
+}
+
+// uncached acquires the acquirable parts of [lo, hi], which no batch covers:
+// acquirable gaps left by a restore, and offsets after the window.
+func (a *acquisition) uncached(lo, hi int64) {
+	sp := a.sp
+	if sp.gapActive() {
+		if glo, ghi := max(lo, sp.gapStart), min(hi, sp.gapEnd); glo <= ghi {
+			a.fresh(glo, ghi)
+		}
+	}
+	if lo = max(lo, sp.nextOffset); lo <= hi && a.n < a.max {
+		a.fresh(lo, hi)
+	}
+}
+
+// fresh creates new in-flight batches for [lo, hi] (Kafka's acquireNewBatchRecords).
+func (a *acquisition) fresh(lo, hi int64) {
+	sp := a.sp
+	remaining := a.max - a.n
+	last := hi
+	if remaining < hi-lo+1 {
+		last = min(hi, a.logBatchLast(lo+remaining-1))
+	}
+	if last > sp.nextOffset-1 {
+		sp.nextOffset = last + 1
+	}
+	lockEnd := a.nowMs + sp.cfg.RecordLockDurationMs
+	newBatch := func(first, last int64) *batch {
+		b := &batch{first: first, last: last, rec: record{state: Acquired, member: a.req.Member, count: 1, deadlineMs: lockEnd}}
+		b.rec.stagedPID, b.rec.stagedEpoch, b.rec.stagedAck = -1, -1, ackNone
+		sp.insert(b)
+		sp.arm(b, lockEnd)
+		return b
+	}
+	if a.req.Mode == RecordLimit {
+		b := newBatch(lo, last)
+		got := last - lo + 1
+		if got > remaining {
+			b.split()
+			for i := remaining; i < got; i++ {
+				b.offs[i] = record{state: Available, stagedPID: -1, stagedEpoch: -1, stagedAck: ackNone}
+			}
+			sp.mayHaveAvailable = true
+			got = remaining
+		}
+		a.emit(lo, lo+got-1, 1, false)
+		a.n += got
+		return
+	}
+	size := int64(a.req.BatchSize)
+	if size <= 0 {
+		size = last - lo + 1
+	}
+	cur := lo
+	if last-lo+1 > size {
+		for _, fb := range a.req.Batches {
+			if fb.BaseOffset > last {
+				break
+			}
+			if fb.BaseOffset > cur && fb.BaseOffset-cur >= size {
+				newBatch(cur, fb.BaseOffset-1)
+				a.emit(cur, fb.BaseOffset-1, 1, false)
+				cur = fb.BaseOffset
+			}
+		}
+	}
+	newBatch(cur, last)
+	a.emit(cur, last, 1, false)
+	a.n += last - lo + 1
+}
+
+// logBatchLast returns the last offset of the fetched log batch holding offset
+// o (or the first one after it): MaxRecords is soft, whole log batches are acquired.
+func (a *acquisition) logBatchLast(o int64) int64 {
+	bs := a.req.Batches
+	i := sort.Search(len(bs), func(i int) bool { return bs[i].LastOffset >= o })
+	if i == len(bs) {
+		return bs[len(bs)-1].LastOffset
+	}
+	return bs[i].LastOffset
+}
+
+// archiveStale archives AVAILABLE cached records in [fetchOffset, firstBase):
+// the read skipped them, so compaction removed them (Kafka's
+// maybeArchiveStaleBatches). Not persisted, as in Kafka.
+func (sp *SharePartition) archiveStale(fetchOffset, firstBase int64) {
+	if fetchOffset >= firstBase {
+		return
+	}
+	sp.archiveAvailable(fetchOffset, firstBase-1)
+}
+
+// archiveAvailable archives the AVAILABLE records in [lo, hi].
+func (sp *SharePartition) archiveAvailable(lo, hi int64) {
+	for i := max(sp.floorIdx(lo), 0); i < len(sp.batches); i++ {
+		b := sp.batches[i]
+		if b.first > hi {
+			break
+		}
+		if b.last < lo {
+			continue
+		}
+		if b.offs == nil && b.first >= lo && b.last <= hi {
+			if b.rec.state == Available {
+				b.rec.clearOwner()
+				b.rec.state = Archived
+				sp.counters.Archived += b.len()
+			}
+			continue
+		}
+		if b.offs == nil && b.rec.state != Available {
+			continue
+		}
+		b.split()
+		for o := max(lo, b.first); o <= min(hi, b.last); o++ {
+			if r := b.at(o); r.state == Available {
+				r.clearOwner()
+				r.state = Archived
+				sp.counters.Archived++
+			}
+		}
+	}
+}
+
+// filterAborted archives acquired records that belong to aborted transactions
+// and removes them from the result (Kafka's
+// maybeFilterAbortedTransactionalAcquiredRecords). Not persisted, as in Kafka.
+func (sp *SharePartition) filterAborted(req *AcquireRequest, out []AcquiredRecords) []AcquiredRecords {
+	aborted := abortedRanges(req.Batches, req.Aborted)
+	if len(aborted) == 0 {
+		return out
+	}
+	var kept []AcquiredRecords
+	for _, ar := range out {
+		cur := ar.FirstOffset
+		for _, ab := range aborted {
+			lo, hi := max(ab[0], cur), min(ab[1], ar.LastOffset)
+			if lo > hi {
+				continue
+			}
+			if cur < lo {
+				kept = append(kept, AcquiredRecords{cur, lo - 1, ar.DeliveryCount})
+			}
+			sp.archiveAcquired(lo, hi)
+			cur = hi + 1
+		}
+		if cur <= ar.LastOffset {
+			kept = append(kept, AcquiredRecords{cur, ar.LastOffset, ar.DeliveryCount})
+		}
+	}
+	return kept
+}
+
+// archiveAcquired archives the (just acquired) records in [lo, hi].
+func (sp *SharePartition) archiveAcquired(lo, hi int64) {
+	for o := lo; o <= hi; {
+		b := sp.find(o)
+		if b == nil {
+			o++
+			continue
+		}
+		end := min(hi, b.last)
+		if b.offs == nil && (o > b.first || end < b.last) {
+			b.split()
+		}
+		if b.offs == nil {
+			b.rec.clearOwner()
+			b.rec.state = Archived
+		} else {
+			for x := o; x <= end; x++ {
+				r := b.at(x)
+				r.clearOwner()
+				r.state = Archived
+			}
+		}
+		sp.counters.Archived += end - o + 1
+		o = end + 1
+	}
+}
+
+// abortedRanges returns the offset ranges of data batches of aborted
+// transactions, with the consumer's read_committed rule: a producer's aborted
+// transaction is open from its first offset until its ABORT marker.
+func abortedRanges(batches []FetchedBatch, aborted []AbortedTxn) [][2]int64 {
+	pending := append([]AbortedTxn(nil), aborted...)
+	sort.Slice(pending, func(i, j int) bool { return pending[i].FirstOffset < pending[j].FirstOffset })
+	open := map[int64]bool{}
+	var out [][2]int64
+	for _, fb := range batches {
+		for len(pending) > 0 && pending[0].FirstOffset <= fb.LastOffset {
+			open[pending[0].ProducerID] = true
+			pending = pending[1:]
+		}
+		if !fb.Transactional {
+			continue
+		}
+		if fb.Control {
+			if fb.AbortMarker {
+				delete(open, fb.ProducerID)
+			}
+			continue
+		}
+		if open[fb.ProducerID] {
+			out = append(out, [2]int64{fb.BaseOffset, fb.LastOffset})
+		}
+	}
+	return out
+}

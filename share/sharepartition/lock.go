@@ -1,0 +1,149 @@
+package sharepartition
+
+import "container/heap"
+
+// lockEntry says: batch first may hold ACQUIRED records whose lock ends at
+// deadlineMs. Entries are never removed when a lock ends early (ack, release,
+// renew); a stale entry costs one look-up when it pops. Every ACQUIRED record
+// with deadline d has an entry (d, first of its batch), so the top of the heap
+// is never later than the earliest real deadline.
+type lockEntry struct {
+	deadlineMs int64
+	first      int64
+}
+
+type lockHeap []lockEntry
+
+func (h lockHeap) Len() int           { return len(h) }
+func (h lockHeap) Less(i, j int) bool { return h[i].deadlineMs < h[j].deadlineMs }
+func (h lockHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lockHeap) Push(x any)        { *h = append(*h, x.(lockEntry)) }
+func (h *lockHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// arm records that batch b holds records locked until deadlineMs.
+func (sp *SharePartition) arm(b *batch, deadlineMs int64) {
+	heap.Push(&sp.locks, lockEntry{deadlineMs: deadlineMs, first: b.first})
+	if len(sp.locks) > 4*len(sp.batches)+64 {
+		sp.rebuildLocks()
+	}
+}
+
+// rebuildLocks drops stale entries: one entry per distinct deadline per batch.
+func (sp *SharePartition) rebuildLocks() {
+	sp.locks = sp.locks[:0]
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			if b.rec.state == Acquired {
+				sp.locks = append(sp.locks, lockEntry{b.rec.deadlineMs, b.first})
+			}
+			continue
+		}
+		var last int64 = -1
+		for i := range b.offs {
+			if r := &b.offs[i]; r.state == Acquired && r.deadlineMs != last {
+				sp.locks = append(sp.locks, lockEntry{r.deadlineMs, b.first})
+				last = r.deadlineMs
+			}
+		}
+	}
+	heap.Init(&sp.locks)
+}
+
+// NextDeadline returns the time at which the broker should call Tick next: never
+// later than the earliest acquisition-lock deadline, possibly earlier (a
+// spurious Tick does nothing). ok is false when no lock may be pending. A
+// timer wheel keyed by partition needs only this value after each step.
+func (sp *SharePartition) NextDeadline() (deadlineMs int64, ok bool) {
+	for len(sp.locks) > 0 {
+		e := sp.locks[0]
+		if b := sp.find(e.first); b != nil && b.first == e.first {
+			if b.offs != nil || (b.rec.state == Acquired && b.rec.deadlineMs == e.deadlineMs) {
+				return e.deadlineMs, true
+			}
+		}
+		heap.Pop(&sp.locks) // stale: the batch is gone or no longer holds this lock
+	}
+	return 0, false
+}
+
+// Tick expires every acquisition lock whose deadline is at or before nowMs
+// (Kafka's releaseAcquisitionLockOnTimeout): the records go back to AVAILABLE,
+// or to ARCHIVED when their delivery count has reached the limit, their owner
+// is cleared, and the change is returned for persistence. The in-memory
+// transition stands whatever happens to the write (kip-932.md 2.5).
+func (sp *SharePartition) Tick(nowMs int64) Update {
+	var c changes
+	for len(sp.locks) > 0 && sp.locks[0].deadlineMs <= nowMs {
+		e := heap.Pop(&sp.locks).(lockEntry)
+		b := sp.find(e.first)
+		if b == nil || b.first != e.first {
+			continue
+		}
+		if b.offs == nil {
+			if b.rec.state == Acquired && b.rec.deadlineMs <= nowMs {
+				sp.counters.LockExpired += b.len()
+				sp.releaseRecord(&b.rec, b.first, b.len())
+				c.add(b.first, b.last, &b.rec)
+			}
+			continue
+		}
+		for i := range b.offs {
+			if r := &b.offs[i]; r.state == Acquired && r.deadlineMs <= nowMs {
+				o := b.first + int64(i)
+				sp.counters.LockExpired++
+				sp.releaseRecord(r, o, 1)
+				c.add(o, o, r)
+			}
+		}
+	}
+	return sp.update(&c)
+}
+
+// releaseRecord gives n ACQUIRED records (starting at offset first, sharing r)
+// back: AVAILABLE, or ARCHIVED when the delivery count has reached the limit
+// or the records are below the SPSO. The delivery count is kept.
+func (sp *SharePartition) releaseRecord(r *record, first, n int64) {
+	r.clearOwner()
+	if r.count >= sp.cfg.DeliveryCountLimit || first < sp.spso {
+		r.state = Archived
+		sp.counters.Archived += n
+		return
+	}
+	r.state = Available
+	sp.mayHaveAvailable = true
+}
+
+// ReleaseMember gives back every record ACQUIRED by member: on share-session
+// close (epoch -1), on the close of the connection that owns the session
+// (kip-932.md 2.11-2.12). Records go to AVAILABLE, or ARCHIVED at the delivery
+// limit; the delivery count is kept (Kafka 4.4, KAFKA-19972: it no longer
+// decrements it, so a consumer that crashes on a poison record cannot loop
+// forever). TX_PENDING records of the member stay staged: their transaction
+// resolves them (kip-1289.md D7).
+func (sp *SharePartition) ReleaseMember(member string) Update {
+	var c changes
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			if b.rec.state == Acquired && b.rec.member == member {
+				sp.counters.Released += b.len()
+				sp.releaseRecord(&b.rec, b.first, b.len())
+				c.add(b.first, b.last, &b.rec)
+			}
+			continue
+		}
+		for i := range b.offs {
+			if r := &b.offs[i]; r.state == Acquired && r.member == member {
+				o := b.first + int64(i)
+				sp.counters.Released++
+				sp.releaseRecord(r, o, 1)
+				c.add(o, o, r)
+			}
+		}
+	}
+	return sp.update(&c)
+}

@@ -1,0 +1,491 @@
+package sharepartition
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// record is the share state of one record, or of every record of a batch that
+// has not been split. 40 bytes; big uniform batches share one.
+type record struct {
+	deadlineMs  int64  // lock deadline; ACQUIRED only
+	stagedPID   int64  // TX_PENDING only
+	member      string // owner while ACQUIRED or TX_PENDING, "" otherwise
+	count       int16  // delivery count, incremented on acquisition
+	stagedEpoch int16  // TX_PENDING only
+	state       State
+	stagedAck   AckType // TX_PENDING only, else ackNone
+}
+
+func (r *record) clearOwner() {
+	r.member, r.deadlineMs = "", 0
+	r.stagedPID, r.stagedEpoch, r.stagedAck = -1, -1, ackNone
+}
+
+// samePersisted reports whether a and b persist identically (StateBatch
+// fields), so adjacent ranges can be coalesced.
+func (a *record) samePersisted(b *record) bool {
+	return a.state == b.state && a.count == b.count && a.stagedPID == b.stagedPID &&
+		a.stagedEpoch == b.stagedEpoch && a.stagedAck == b.stagedAck
+}
+
+// batch is one in-flight batch: an acquired range [first, last] as handed to a
+// consumer, or a range restored from persisted state. While offs is nil every
+// record has the state rec; once an operation touches part of the batch it is
+// split into offs, one record per offset (Kafka's InFlightBatch.offsetState).
+type batch struct {
+	first, last int64
+	rec         record
+	offs        []record
+}
+
+func (b *batch) len() int64 { return b.last - b.first + 1 }
+
+func (b *batch) at(o int64) *record {
+	if b.offs == nil {
+		return &b.rec
+	}
+	return &b.offs[o-b.first]
+}
+
+func (b *batch) split() {
+	if b.offs != nil {
+		return
+	}
+	b.offs = make([]record, b.len())
+	for i := range b.offs {
+		b.offs[i] = b.rec
+	}
+}
+
+// Counters are cumulative record counts for metrics (issue 4 and 5). They are
+// per partition instance: a restored partition starts from zero.
+type Counters struct {
+	Acquired        int64 // records handed to consumers
+	Acknowledged    int64 // records that reached ACKNOWLEDGED (ACCEPT, or a committed staged ACCEPT)
+	Released        int64 // records given back by RELEASE or by a member leaving
+	Rejected        int64 // REJECT acks, direct or committed
+	Archived        int64 // records that reached ARCHIVED, for any reason
+	LockExpired     int64 // acquisition locks that expired
+	Renewed         int64 // RENEW acks
+	TxnStaged       int64 // records moved to TX_PENDING
+	TxnCommitted    int64 // TX_PENDING records resolved by a COMMIT marker
+	TxnAborted      int64 // TX_PENDING records resolved by an ABORT marker
+	ArchivedOnAbort int64 // aborted records archived because they reached the delivery limit
+}
+
+// SharePartition is the share state of one (share group, topic-partition): the
+// in-flight window [StartOffset, EndOffset] of records with their states,
+// delivery counts, owners, lock deadlines and staged transactions.
+//
+// It is a pure state machine: it does no I/O, starts no goroutines, reads no
+// clock. Every input carries the current time (nowMs, Unix milliseconds) and
+// every mutating step returns the Update to persist. It is not safe for
+// concurrent use; its owner serializes calls. See doc.go for how to drive it.
+type SharePartition struct {
+	cfg        Config
+	stateEpoch int32
+
+	spso       int64 // share-partition start offset: every cached offset below it is terminal
+	nextOffset int64 // one past the highest offset ever cached; == spso when the cache is empty
+	batches    []*batch
+
+	// Acquirable gaps after Restore: offsets in [gapStart, gapEnd] not covered by a
+	// batch were acquired before the restart but never persisted, so they must be
+	// fetched again and SPSO must not pass them (Kafka's GapWindow, kip-932.md 4.7).
+	gapStart, gapEnd int64
+
+	mayHaveAvailable bool // false once NextFetchOffset found no AVAILABLE record; set again by any release
+	locks            lockHeap
+	txPending        int64 // records currently TX_PENDING
+	counters         Counters
+}
+
+// New returns an empty share partition starting at startOffset: the offset
+// the broker resolved with share.auto.offset.reset for a new share partition,
+// or 0 for a new partition of a topic the group already knows (kip-932.md 2.9).
+func New(cfg Config, startOffset int64, stateEpoch int32) (*SharePartition, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if startOffset < 0 {
+		return nil, fmt.Errorf("start offset %d: resolve share.auto.offset.reset first", startOffset)
+	}
+	return &SharePartition{cfg: cfg, stateEpoch: stateEpoch, spso: startOffset, nextOffset: startOffset, gapStart: 1, gapEnd: 0}, nil
+}
+
+// SetConfig changes the effective group configs (dynamic, kip-932.md 2.3, 2.6).
+func (sp *SharePartition) SetConfig(cfg Config) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	sp.cfg = cfg
+	return nil
+}
+
+// Config returns the effective configs.
+func (sp *SharePartition) Config() Config { return sp.cfg }
+
+// StartOffset is the SPSO.
+func (sp *SharePartition) StartOffset() int64 { return sp.spso }
+
+// EndOffset is the SPEO with Kafka's meaning: the last cached offset, or the
+// SPSO when nothing is cached.
+func (sp *SharePartition) EndOffset() int64 {
+	if len(sp.batches) == 0 {
+		return sp.spso
+	}
+	return sp.nextOffset - 1
+}
+
+// StateEpoch is the state epoch the partition was initialized with.
+func (sp *SharePartition) StateEpoch() int32 { return sp.stateEpoch }
+
+// InFlightRecords is the number of offsets in the window SPSO..SPEO, the
+// quantity share.partition.max.record.locks caps.
+func (sp *SharePartition) InFlightRecords() int64 { return sp.nextOffset - sp.spso }
+
+// TxPendingRecords is the number of records currently TX_PENDING.
+func (sp *SharePartition) TxPendingRecords() int64 { return sp.txPending }
+
+// Counters returns the cumulative counters.
+func (sp *SharePartition) Counters() Counters { return sp.counters }
+
+func (sp *SharePartition) gapActive() bool { return sp.gapStart <= sp.gapEnd }
+
+// floorIdx returns the index of the last batch with first <= o, or -1.
+func (sp *SharePartition) floorIdx(o int64) int {
+	return sort.Search(len(sp.batches), func(i int) bool { return sp.batches[i].first > o }) - 1
+}
+
+// find returns the batch holding offset o, or nil.
+func (sp *SharePartition) find(o int64) *batch {
+	if i := sp.floorIdx(o); i >= 0 && sp.batches[i].last >= o {
+		return sp.batches[i]
+	}
+	return nil
+}
+
+func (sp *SharePartition) insert(b *batch) {
+	i := sp.floorIdx(b.first) + 1
+	sp.batches = slices.Insert(sp.batches, i, b)
+}
+
+// inGap reports whether o is an acquirable gap: uncovered and in the gap window.
+func (sp *SharePartition) inGap(o int64) bool {
+	return sp.gapActive() && o >= sp.gapStart && o <= sp.gapEnd && sp.find(o) == nil
+}
+
+// firstGap returns the first acquirable gap offset.
+func (sp *SharePartition) firstGap() (int64, bool) {
+	if !sp.gapActive() {
+		return 0, false
+	}
+	cur := sp.gapStart
+	i := max(sp.floorIdx(cur), 0)
+	for ; i < len(sp.batches) && cur <= sp.gapEnd; i++ {
+		b := sp.batches[i]
+		if b.last < cur {
+			continue
+		}
+		if b.first > cur {
+			return cur, true
+		}
+		cur = b.last + 1
+	}
+	if cur <= sp.gapEnd {
+		return cur, true
+	}
+	sp.gapStart, sp.gapEnd = 1, 0 // no gap left: close the window
+	return 0, false
+}
+
+// advance moves the SPSO past the terminal records at its front, jumping over
+// offsets no batch covers unless they are acquirable gaps, and drops batches
+// that lie wholly below it (Kafka's maybeUpdateCachedStateAndOffsets).
+func (sp *SharePartition) advance() {
+	for sp.spso < sp.nextOffset {
+		i := sp.floorIdx(sp.spso)
+		if i < 0 || sp.batches[i].last < sp.spso {
+			if sp.inGap(sp.spso) {
+				break
+			}
+			if i+1 < len(sp.batches) {
+				sp.spso = sp.batches[i+1].first
+			} else {
+				sp.spso = sp.nextOffset
+			}
+			continue
+		}
+		b := sp.batches[i]
+		if b.offs == nil {
+			if !b.rec.state.Terminal() {
+				break
+			}
+			sp.spso = b.last + 1
+			continue
+		}
+		k := sp.spso - b.first
+		for k < int64(len(b.offs)) && b.offs[k].state.Terminal() {
+			k++
+		}
+		sp.spso = b.first + k
+		if k < int64(len(b.offs)) {
+			break
+		}
+	}
+	n := 0
+	for n < len(sp.batches) && sp.batches[n].last < sp.spso {
+		n++
+	}
+	if n > 0 {
+		sp.batches = slices.Delete(sp.batches, 0, n)
+	}
+	if sp.gapActive() && sp.gapStart < sp.spso {
+		sp.gapStart = sp.spso
+	}
+}
+
+// deliveryCompleteCount counts terminal records at or above the SPSO
+// (KIP-1226's DeliveryCompleteCount).
+func (sp *SharePartition) deliveryCompleteCount() int64 {
+	var n int64
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			if b.rec.state.Terminal() {
+				n += b.last - max(b.first, sp.spso) + 1
+			}
+			continue
+		}
+		for i := max(sp.spso-b.first, 0); i < int64(len(b.offs)); i++ {
+			if b.offs[i].state.Terminal() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Update is what one step asks the broker to persist, in the shape of a
+// WriteShareGroupState request / ShareUpdate record (kip-932.md 4.2-4.3): only
+// the ranges that changed, plus the current SPSO and delivery-complete count.
+// An Update with no Batches needs no write (Kafka writes nothing for
+// acquisitions, RENEW, log-start archiving and aborted-transaction archiving;
+// the new SPSO travels with the next write).
+type Update struct {
+	StartOffset           int64
+	StateEpoch            int32
+	DeliveryCompleteCount int64
+	Batches               []StateBatch
+}
+
+// Empty reports whether there is nothing to persist.
+func (u Update) Empty() bool { return len(u.Batches) == 0 }
+
+// changes collects changed ranges during one step.
+type changes struct{ batches []StateBatch }
+
+func toStateBatch(first, last int64, r *record) StateBatch {
+	sb := StateBatch{FirstOffset: first, LastOffset: last, DeliveryState: r.state, DeliveryCount: r.count,
+		StagedProducerID: -1, StagedProducerEpoch: -1, StagedAckType: ackNone, StagedDeliveryState: -1}
+	if r.state == Acquired { // never persisted as such
+		sb.DeliveryState = Available
+	}
+	if r.state == TxPending {
+		sb.StagedProducerID, sb.StagedProducerEpoch, sb.StagedAckType = r.stagedPID, r.stagedEpoch, r.stagedAck
+		sb.StagedDeliveryState = commitTarget(r.stagedAck)
+	}
+	return sb
+}
+
+func sameStateBatch(a, b *StateBatch) bool {
+	return a.DeliveryState == b.DeliveryState && a.DeliveryCount == b.DeliveryCount && a.StagedProducerID == b.StagedProducerID &&
+		a.StagedProducerEpoch == b.StagedProducerEpoch && a.StagedAckType == b.StagedAckType
+}
+
+func (c *changes) add(first, last int64, r *record) {
+	sb := toStateBatch(first, last, r)
+	if n := len(c.batches); n > 0 {
+		p := &c.batches[n-1]
+		if p.LastOffset+1 == first && sameStateBatch(p, &sb) {
+			p.LastOffset = last
+			return
+		}
+	}
+	c.batches = append(c.batches, sb)
+}
+
+// update finishes a step: SPSO advance, then the Update.
+func (sp *SharePartition) update(c *changes) Update {
+	sp.advance()
+	u := Update{StartOffset: sp.spso, StateEpoch: sp.stateEpoch}
+	if len(c.batches) == 0 {
+		return u
+	}
+	bs := c.batches
+	if !slices.IsSortedFunc(bs, func(a, b StateBatch) int { return cmpInt64(a.FirstOffset, b.FirstOffset) }) {
+		slices.SortFunc(bs, func(a, b StateBatch) int { return cmpInt64(a.FirstOffset, b.FirstOffset) })
+		out := bs[:1]
+		for _, sb := range bs[1:] {
+			p := &out[len(out)-1]
+			if p.LastOffset+1 == sb.FirstOffset && sameStateBatch(p, &sb) {
+				p.LastOffset = sb.LastOffset
+				continue
+			}
+			out = append(out, sb)
+		}
+		bs = out
+	}
+	u.Batches = bs
+	u.DeliveryCompleteCount = sp.deliveryCompleteCount()
+	return u
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Snapshot is the full persisted state of a share partition: the shape of a
+// ShareSnapshot value / ReadShareGroupState response (kip-932.md 4.2, 4.7).
+type Snapshot struct {
+	StartOffset           int64
+	StateEpoch            int32
+	DeliveryCompleteCount int64
+	Batches               []StateBatch
+}
+
+// Snapshot returns the full state to persist. ACQUIRED records are written as
+// AVAILABLE with their current delivery count (an acquisition is never
+// persisted as such); records below the SPSO are omitted.
+func (sp *SharePartition) Snapshot() Snapshot {
+	var c changes
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			c.add(max(b.first, sp.spso), b.last, &b.rec)
+			continue
+		}
+		for i := max(sp.spso-b.first, 0); i < int64(len(b.offs)); i++ {
+			o := b.first + i
+			c.add(o, o, &b.offs[i])
+		}
+	}
+	return Snapshot{StartOffset: sp.spso, StateEpoch: sp.stateEpoch, DeliveryCompleteCount: sp.deliveryCompleteCount(), Batches: c.batches}
+}
+
+// Restore builds a share partition from persisted state (Kafka's
+// SharePartition.maybeInitialize, kip-932.md 4.7): each batch comes back with
+// its state and delivery count and no owner; TX_PENDING comes back with its
+// staged producer id, epoch and ack type and waits for its marker; offsets
+// between SPSO and the last batch that no batch covers were acquired but never
+// persisted, so they become acquirable gaps the SPSO cannot pass. ARCHIVING
+// (KIP-1191 DLQ, unsupported) is restored as ARCHIVED and ACQUIRED (never
+// written by exactq) as AVAILABLE. A StartOffset of -1 must first be resolved
+// with AutoOffsetReset; batches below the StartOffset, inverted or overlapping
+// fail the restore, as Kafka fails the initialization.
+func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
+	sp, err := New(cfg, snap.StartOffset, snap.StateEpoch)
+	if err != nil {
+		return nil, err
+	}
+	prev := snap.StartOffset - 1
+	for _, sb := range snap.Batches {
+		if sb.FirstOffset > sb.LastOffset || sb.FirstOffset < snap.StartOffset {
+			return nil, fmt.Errorf("persisted batch %d-%d is invalid for start offset %d", sb.FirstOffset, sb.LastOffset, snap.StartOffset)
+		}
+		if sb.FirstOffset <= prev {
+			return nil, fmt.Errorf("persisted batch %d-%d overlaps or precedes offset %d", sb.FirstOffset, sb.LastOffset, prev)
+		}
+		if sb.DeliveryCount < 0 {
+			return nil, fmt.Errorf("persisted batch %d-%d has delivery count %d", sb.FirstOffset, sb.LastOffset, sb.DeliveryCount)
+		}
+		prev = sb.LastOffset
+		r := record{count: sb.DeliveryCount}
+		r.clearOwner()
+		switch sb.DeliveryState {
+		case Available, Acquired:
+			r.state = Available
+		case Acknowledged:
+			r.state = Acknowledged
+		case Archived, Archiving:
+			r.state = Archived
+		case TxPending:
+			if sb.StagedAckType != AckAccept && sb.StagedAckType != AckReject && sb.StagedAckType != AckGap {
+				return nil, fmt.Errorf("persisted TX_PENDING batch %d-%d has staged ack type %d", sb.FirstOffset, sb.LastOffset, sb.StagedAckType)
+			}
+			r.state, r.stagedPID, r.stagedEpoch, r.stagedAck = TxPending, sb.StagedProducerID, sb.StagedProducerEpoch, sb.StagedAckType
+			sp.txPending += sb.LastOffset - sb.FirstOffset + 1
+		default:
+			return nil, fmt.Errorf("persisted batch %d-%d has state %d", sb.FirstOffset, sb.LastOffset, sb.DeliveryState)
+		}
+		sp.batches = append(sp.batches, &batch{first: sb.FirstOffset, last: sb.LastOffset, rec: r})
+	}
+	sp.nextOffset = prev + 1
+	if prev >= snap.StartOffset {
+		sp.gapStart, sp.gapEnd = snap.StartOffset, prev
+		if _, ok := sp.firstGap(); !ok {
+			sp.gapStart, sp.gapEnd = 1, 0
+		}
+	}
+	sp.mayHaveAvailable = true
+	sp.advance()
+	return sp, nil
+}
+
+// RecordRange describes consecutive records sharing one state, for `exactq
+// share describe`.
+type RecordRange struct {
+	FirstOffset, LastOffset int64
+	State                   State
+	DeliveryCount           int16
+	Member                  string  // ACQUIRED and TX_PENDING
+	LockDeadlineMs          int64   // ACQUIRED
+	StagedProducerID        int64   // TX_PENDING, else -1
+	StagedProducerEpoch     int16   // TX_PENDING, else -1
+	StagedAckType           AckType // TX_PENDING, else -1
+}
+
+// Description is the in-flight window as operators see it.
+type Description struct {
+	StartOffset, EndOffset int64
+	InFlightRecords        int64
+	TxPendingRecords       int64
+	Records                []RecordRange // offsets >= StartOffset only; offsets no batch covers are absent
+	Counters               Counters
+}
+
+// Describe lists the per-record states of the window, coalesced into ranges.
+func (sp *SharePartition) Describe() Description {
+	d := Description{StartOffset: sp.spso, EndOffset: sp.EndOffset(), InFlightRecords: sp.InFlightRecords(),
+		TxPendingRecords: sp.txPending, Counters: sp.counters}
+	add := func(first, last int64, r *record) {
+		rr := RecordRange{FirstOffset: first, LastOffset: last, State: r.state, DeliveryCount: r.count, Member: r.member,
+			LockDeadlineMs: r.deadlineMs, StagedProducerID: r.stagedPID, StagedProducerEpoch: r.stagedEpoch, StagedAckType: r.stagedAck}
+		if n := len(d.Records); n > 0 {
+			p := &d.Records[n-1]
+			if p.LastOffset+1 == first && p.State == rr.State && p.DeliveryCount == rr.DeliveryCount && p.Member == rr.Member &&
+				p.LockDeadlineMs == rr.LockDeadlineMs && p.StagedProducerID == rr.StagedProducerID &&
+				p.StagedProducerEpoch == rr.StagedProducerEpoch && p.StagedAckType == rr.StagedAckType {
+				p.LastOffset = last
+				return
+			}
+		}
+		d.Records = append(d.Records, rr)
+	}
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			add(max(b.first, sp.spso), b.last, &b.rec)
+			continue
+		}
+		for i := max(sp.spso-b.first, 0); i < int64(len(b.offs)); i++ {
+			add(b.first+i, b.first+i, &b.offs[i])
+		}
+	}
+	return d
+}

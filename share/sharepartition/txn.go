@@ -1,0 +1,227 @@
+package sharepartition
+
+// StageTxnAcks stages a member's acknowledgements into producer transaction
+// (producerID, producerEpoch) (KIP-1289, kip-1289.md 5.1 step 5): every
+// offset ACQUIRED by member moves to TX_PENDING, its lock is cancelled, and the
+// producer id, epoch and ack type are kept with it; the owner is kept until
+// the transaction resolves. Only ACCEPT, REJECT and gap may be staged; RELEASE
+// and RENEW are INVALID_REQUEST (decision D3), as are malformed batches. An
+// offset not ACQUIRED by member is INVALID_RECORD_STATE. On error nothing is
+// staged. TX_PENDING is persisted: the returned Update must be durable before
+// TxnShareAcknowledge is answered; if that write fails, call UnstageTxnAcks
+// with the same batches (decision D8).
+func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producerEpoch int16, batches []AckBatch) (Update, error) {
+	var c changes
+	if err := ValidateAckBatches(batches, false, false); err != nil {
+		return sp.update(&c), err
+	}
+	for i := range batches {
+		for _, t := range batches[i].Types {
+			if t != AckAccept && t != AckReject && t != AckGap {
+				return sp.update(&c), errInvalidRequest("only ACCEPT, REJECT or gap acknowledgements can be staged in a transaction, not %v", t)
+			}
+		}
+	}
+	segs, err := sp.segments(batches)
+	if err == nil {
+		err = sp.checkOwned(member, segs)
+	}
+	if err != nil {
+		return sp.update(&c), err
+	}
+	stage := func(r *record, first, n int64, t AckType) {
+		r.state, r.deadlineMs = TxPending, 0
+		r.stagedPID, r.stagedEpoch, r.stagedAck = producerID, producerEpoch, t
+		sp.txPending += n
+		sp.counters.TxnStaged += n
+		c.add(first, first+n-1, r)
+	}
+	for _, s := range segs {
+		if s.whole {
+			stage(&s.b.rec, s.b.first, s.b.len(), s.ab.Types[0])
+			continue
+		}
+		s.b.split()
+		for o := s.lo; o <= s.hi; o++ {
+			stage(s.b.at(o), o, 1, s.ab.typeAt(o))
+		}
+	}
+	return sp.update(&c), nil
+}
+
+// UnstageTxnAcks reverts a staging whose durable write failed (kip-1289.md
+// 5.1 step 6, case 14): the offsets of batches that are still TX_PENDING for
+// (producerID, producerEpoch) go back to ACQUIRED by their member with a fresh
+// lock until nowMs + RecordLockDurationMs. Nothing to persist: the failed
+// write is the only place the staging reached. If the write's outcome is
+// unknown, drop the partition and Restore it from the store instead.
+func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producerEpoch int16, batches []AckBatch) {
+	lockEnd := nowMs + sp.cfg.RecordLockDurationMs
+	revert := func(b *batch, r *record, n int64) {
+		if r.state != TxPending || r.stagedPID != producerID || r.stagedEpoch != producerEpoch {
+			return
+		}
+		r.state, r.deadlineMs = Acquired, lockEnd
+		r.stagedPID, r.stagedEpoch, r.stagedAck = -1, -1, ackNone
+		sp.txPending -= n
+		sp.counters.TxnStaged -= n
+		sp.arm(b, lockEnd)
+	}
+	for k := range batches {
+		ab := &batches[k]
+		for i := max(sp.floorIdx(ab.FirstOffset), 0); i < len(sp.batches); i++ {
+			b := sp.batches[i]
+			if b.first > ab.LastOffset {
+				break
+			}
+			lo, hi := max(ab.FirstOffset, b.first), min(ab.LastOffset, b.last)
+			if lo > hi {
+				continue
+			}
+			if b.offs == nil && lo == b.first && hi == b.last {
+				revert(b, &b.rec, b.len())
+				continue
+			}
+			if b.offs == nil && b.rec.state != TxPending {
+				continue
+			}
+			b.split()
+			for o := lo; o <= hi; o++ {
+				revert(b, b.at(o), 1)
+			}
+		}
+	}
+}
+
+// CompleteTxn applies a transaction marker for producerID that reached this
+// share partition's __share_group_state partition (kip-1289.md 5.2-5.3,
+// decision D6): every TX_PENDING record staged by producerID with a staged
+// epoch <= markerEpoch is resolved. COMMIT: a staged ACCEPT becomes
+// ACKNOWLEDGED, a staged REJECT or gap ARCHIVED. ABORT: the record becomes
+// AVAILABLE for redelivery with its delivery count unchanged, except that a
+// record whose delivery count has reached the limit is ARCHIVED (decision D5:
+// an aborted transaction counts like a RELEASE, so a poison record cannot loop
+// forever through aborts). Markers of other producers, lower epochs, or
+// repeated markers change nothing. The Update must be durable before the
+// marker is acknowledged. It returns the number of records resolved.
+func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commit bool) (Update, int64) {
+	var c changes
+	var resolved int64
+	if sp.txPending == 0 {
+		return sp.update(&c), 0
+	}
+	resolve := func(r *record, first, n int64) {
+		if r.state != TxPending || r.stagedPID != producerID || r.stagedEpoch > markerEpoch {
+			return
+		}
+		t := r.stagedAck
+		r.clearOwner()
+		sp.txPending -= n
+		resolved += n
+		switch {
+		case commit:
+			sp.counters.TxnCommitted += n
+			r.state = commitTarget(t)
+			if r.state == Acknowledged {
+				sp.counters.Acknowledged += n
+			} else {
+				if t == AckReject {
+					sp.counters.Rejected += n
+				}
+				sp.counters.Archived += n
+			}
+		case r.count >= sp.cfg.DeliveryCountLimit || first < sp.spso:
+			sp.counters.TxnAborted += n
+			sp.counters.ArchivedOnAbort += n
+			sp.counters.Archived += n
+			r.state = Archived
+		default:
+			sp.counters.TxnAborted += n
+			r.state = Available
+			sp.mayHaveAvailable = true
+		}
+		c.add(first, first+n-1, r)
+	}
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			resolve(&b.rec, b.first, b.len())
+			continue
+		}
+		for i := range b.offs {
+			resolve(&b.offs[i], b.first+int64(i), 1)
+		}
+	}
+	return sp.update(&c), resolved
+}
+
+// TxnProducers lists the producer ids with records TX_PENDING here, for
+// operators and for the broker to check pending transactions after a restore.
+func (sp *SharePartition) TxnProducers() []int64 {
+	if sp.txPending == 0 {
+		return nil
+	}
+	seen := map[int64]bool{}
+	var out []int64
+	note := func(r *record) {
+		if r.state == TxPending && !seen[r.stagedPID] {
+			seen[r.stagedPID] = true
+			out = append(out, r.stagedPID)
+		}
+	}
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			note(&b.rec)
+			continue
+		}
+		for i := range b.offs {
+			note(&b.offs[i])
+		}
+	}
+	return out
+}
+
+// AdvanceLogStart moves the SPSO to a new log start offset (retention,
+// DeleteRecords; Kafka's updateCacheAndOffsets, kip-932.md 2.9): records below
+// it are gone from the log, so nothing below it can be delivered or resolved.
+// Kafka archives AVAILABLE records there and lets ACQUIRED ones be archived
+// when their lock ends; acks and stages below the SPSO are ignored either
+// way, so exactq archives every non-terminal record below it at once. Not
+// persisted, as in Kafka: the new SPSO travels with the next write.
+func (sp *SharePartition) AdvanceLogStart(logStartOffset int64) {
+	if logStartOffset <= sp.spso {
+		return
+	}
+	for _, b := range sp.batches {
+		if b.first >= logStartOffset {
+			break
+		}
+		hi := min(b.last, logStartOffset-1)
+		if b.offs == nil && hi < b.last && !b.rec.state.Terminal() {
+			b.split()
+		}
+		if b.offs == nil {
+			sp.archiveBelow(&b.rec, b.len())
+			continue
+		}
+		for o := max(b.first, sp.spso); o <= hi; o++ {
+			sp.archiveBelow(b.at(o), 1)
+		}
+	}
+	sp.spso = logStartOffset
+	if sp.nextOffset < sp.spso {
+		sp.nextOffset = sp.spso
+	}
+	sp.advance()
+}
+
+func (sp *SharePartition) archiveBelow(r *record, n int64) {
+	if r.state.Terminal() {
+		return
+	}
+	if r.state == TxPending {
+		sp.txPending -= n
+	}
+	r.clearOwner()
+	r.state = Archived
+	sp.counters.Archived += n
+}
