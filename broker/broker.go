@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -67,9 +68,11 @@ type Broker struct {
 	// txn verifies transactional produce requests; nil until the transaction coordinator
 	// is wired, and transactional batches are refused meanwhile.
 	txn txnVerifier
+	// coord holds the coordinators, started on first use.
+	coord coordinators
 	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
 	// __consumer_offsets partition, deciding its pending transactional offset commits.
-	onOffsetsMarker func(partition int32, pid int64, commit bool)
+	onOffsetsMarker atomic.Pointer[func(partition int32, pid int64, commit bool)]
 	// txnVersion is the finalized transaction.version level advertised to clients.
 	txnVersion int16
 
@@ -123,6 +126,13 @@ func Open(cfg Config) (*Broker, error) {
 		b.closeLogs()
 		lock.release()
 		return nil, err
+	}
+	if b.topics.get(offsetsTopic) != nil {
+		if _, err := b.groupCoordinator(); err != nil {
+			b.closeLogs()
+			lock.release()
+			return nil, err
+		}
 	}
 	b.bg.Add(1)
 	go b.housekeeping()
@@ -182,6 +192,7 @@ func (b *Broker) Close() error {
 	}
 	b.closed = true
 	close(b.stop)
+	b.closeCoordinators()
 	err := b.closeLogs()
 	b.bg.Wait()
 	b.lock.release()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/group"
 	"github.com/exactq/exactq/server"
 )
 
@@ -15,7 +16,15 @@ var implemented = []int16{
 	1,  // Fetch
 	2,  // ListOffsets
 	3,  // Metadata
+	8,  // OffsetCommit
+	9,  // OffsetFetch
 	10, // FindCoordinator
+	11, // JoinGroup
+	12, // Heartbeat
+	13, // LeaveGroup
+	14, // SyncGroup
+	15, // DescribeGroups
+	16, // ListGroups
 	18, // ApiVersions (answered by the server)
 	19, // CreateTopics
 	20, // DeleteTopics
@@ -24,9 +33,16 @@ var implemented = []int16{
 	32, // DescribeConfigs
 	33, // AlterConfigs
 	37, // CreatePartitions
+	42, // DeleteGroups
 	44, // IncrementalAlterConfigs
+	47, // OffsetDelete
 	60, // DescribeCluster
 	61, // DescribeProducers
+}
+
+// maxImplemented caps keys whose newest Kafka 4.4 versions are not served yet.
+var maxImplemented = map[int16]int16{
+	42: 2, // DeleteGroups v3 (KIP-1043 group types) not yet
 }
 
 // APIs implements server.Handler.
@@ -36,6 +52,9 @@ func (b *Broker) APIs() []server.APIRange {
 		r, ok := server.Kafka44[k]
 		if !ok {
 			panic("broker: implemented API missing from server.Kafka44")
+		}
+		if m, ok := maxImplemented[k]; ok && m < r.MaxVersion {
+			r.MaxVersion = m
 		}
 		out = append(out, r)
 	}
@@ -82,6 +101,46 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDescribeCluster(req, r)
 	case *kmsg.DescribeProducersRequest:
 		return b.handleDescribeProducers(req, r)
+	case *kmsg.JoinGroupRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.JoinGroup(ctx, req.Version, r)
+		})
+	case *kmsg.SyncGroupRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.SyncGroup(ctx, req.Version, r)
+		})
+	case *kmsg.HeartbeatRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.Heartbeat(ctx, req.Version, r)
+		})
+	case *kmsg.LeaveGroupRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.LeaveGroup(ctx, req.Version, r)
+		})
+	case *kmsg.OffsetCommitRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.OffsetCommit(ctx, req.Version, r)
+		})
+	case *kmsg.OffsetFetchRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.OffsetFetch(ctx, req.Version, r)
+		})
+	case *kmsg.DescribeGroupsRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.DescribeGroups(ctx, req.Version, r)
+		})
+	case *kmsg.ListGroupsRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.ListGroups(ctx, req.Version, r)
+		})
+	case *kmsg.DeleteGroupsRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.DeleteGroups(ctx, req.Version, r)
+		})
+	case *kmsg.OffsetDeleteRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.OffsetDelete(ctx, req.Version, r)
+		})
 	}
 	// The server only dispatches keys listed in APIs, so this is a programming error.
 	b.logger.Error("no handler for advertised API", "key", req.Key)

@@ -18,27 +18,21 @@ const (
 	transactionStateTopic = "__transaction_state"
 )
 
-// ensureInternalTopics creates the coordinators' topics on first start.
-func (b *Broker) ensureInternalTopics() error {
-	want := []struct {
-		name       string
-		partitions int32
-	}{
-		{offsetsTopic, b.defaults.topic.OffsetsTopicNumPartitions()},
-		{transactionStateTopic, b.defaults.topic.TransactionStateLogNumPartitions()},
+// ensureInternalTopic creates a coordinator's topic on first use, with the configs Kafka
+// gives its internal topics. Caller holds b.coord.mu.
+func (b *Broker) ensureInternalTopic(name string, partitions int32) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.topics.get(name) != nil {
+		return nil
 	}
-	for _, w := range want {
-		if b.topics.get(w.name) != nil {
-			continue
-		}
-		spec := topicSpec{name: w.name, partitions: w.partitions, configs: map[string]string{
-			"cleanup.policy":   "compact",
-			"compression.type": "producer",
-			"segment.bytes":    "104857600",
-		}}
-		if _, aerr := b.createTopic(spec); aerr != nil {
-			return fmt.Errorf("create internal topic %s: %s", w.name, aerr.msg)
-		}
+	spec := topicSpec{name: name, partitions: partitions, configs: map[string]string{
+		"cleanup.policy":   "compact",
+		"compression.type": "producer",
+		"segment.bytes":    "104857600",
+	}}
+	if _, aerr := b.createTopic(spec); aerr != nil {
+		return fmt.Errorf("create internal topic %s: %s", name, aerr.msg)
 	}
 	return nil
 }

@@ -116,8 +116,10 @@ func (b *Broker) WriteMarkers(ctx context.Context, pid int64, epoch int16, commi
 
 // markerListener returns the coordinator callback for markers on an internal topic.
 func (b *Broker) markerListener(topic string) func(partition int32, pid int64, commit bool) {
-	if topic == offsetsTopic && b.onOffsetsMarker != nil {
-		return b.onOffsetsMarker
+	if topic == offsetsTopic {
+		if fn := b.onOffsetsMarker.Load(); fn != nil {
+			return *fn
+		}
 	}
 	return nil
 }
@@ -172,3 +174,7 @@ var errNoTxnCoordinator = errors.New("no transaction coordinator")
 // transactionVersion is the finalized transaction.version feature level: 0 until the
 // transaction coordinator is wired.
 func (b *Broker) transactionVersion() int16 { return b.txnVersion }
+
+func (b *Broker) setOffsetsMarkerListener(fn func(partition int32, pid int64, commit bool)) {
+	b.onOffsetsMarker.Store(&fn)
+}

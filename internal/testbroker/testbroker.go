@@ -29,9 +29,14 @@ type Broker struct {
 // Option adjusts the broker configuration before start.
 type Option func(*broker.Config)
 
-// WithConfig sets Kafka broker configs (log.segment.bytes, num.partitions, ...).
+// WithConfig sets Kafka broker configs (log.segment.bytes, num.partitions, ...), on top of
+// the test defaults.
 func WithConfig(kv map[string]string) Option {
-	return func(c *broker.Config) { c.BrokerConfigs = kv }
+	return func(c *broker.Config) {
+		for k, v := range kv {
+			c.BrokerConfigs[k] = v
+		}
+	}
 }
 
 // WithoutAutoCreate turns topic auto-creation off.
@@ -52,6 +57,13 @@ func Start(t testing.TB, opts ...Option) *Broker {
 		AutoCreateTopics: true,
 		Fsync:            broker.FsyncAlways,
 		Logger:           quietLogger(),
+		// Tests start groups constantly; Kafka's 3 s initial rebalance delay would only
+		// slow them down. Small internal topics keep start-up cheap.
+		BrokerConfigs: map[string]string{
+			"group.initial.rebalance.delay.ms":     "0",
+			"offsets.topic.num.partitions":         "5",
+			"transaction.state.log.num.partitions": "5",
+		},
 	}
 	for _, o := range opts {
 		o(&cfg)
