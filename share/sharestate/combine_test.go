@@ -15,10 +15,10 @@ func bl(bs ...StateBatch) []StateBatch { return bs }
 // runs only the rows marked shouldRun; all of them hold here.
 func TestCombineKafkaScenarios(t *testing.T) {
 	type row struct {
-		name          string
-		soFar, newer  []StateBatch
-		want          []StateBatch
-		startOffset   int64
+		name         string
+		soFar, newer []StateBatch
+		want         []StateBatch
+		startOffset  int64
 	}
 	groups := map[string][]row{
 		"CornerCases": {

@@ -138,3 +138,233 @@ func TestUninitialized(t *testing.T) {
 		t.Fatal("wrote records for an uninitialized key")
 	}
 }
+
+// Kafka's testSnapshotUpdateCountBoundary: after UpdatesPerSnapshot updates the next write
+// is a snapshot of the merged state, pruned below the start offset, and counting restarts.
+func TestSnapshotAfterUpdatesPerSnapshot(t *testing.T) {
+	const n = 3
+	f := newFixture(t, 1, n)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	for i := range n {
+		must(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(sb(int64(i), int64(i), StateAcknowledged, 1))))
+	}
+	if s, u, _ := f.records(k); s != 1 || u != n {
+		t.Fatalf("before the threshold: %d snapshots, %d updates", s, u)
+	}
+	must(t, f.s.Write(ctx, k, 0, 0, 2, 1, bl(sb(3, 3, StateArchived, 1))))
+	if s, u, _ := f.records(k); s != 2 || u != n {
+		t.Fatalf("at the threshold: %d snapshots, %d updates", s, u)
+	}
+	var last *snapshotValue
+	_ = f.parts[0].Replay(func(st coordlog.Stored) error {
+		for _, r := range st.Records {
+			if rk, _ := decodeKey(r.Key); rk.Type == recordTypeSnapshot {
+				last, _ = decodeSnapshotValue(r.Value)
+			}
+		}
+		return nil
+	})
+	want := &snapshotValue{SnapshotEpoch: 1, StartOffset: 2, DeliveryCompleteCount: 1,
+		CreateTimestamp: f.now.UnixMilli(), WriteTimestamp: f.now.UnixMilli(),
+		Batches: bl(sb(2, 2, StateAcknowledged, 1), sb(3, 3, StateArchived, 1))}
+	if !reflect.DeepEqual(last, want) {
+		t.Fatalf("snapshot %+v\nwant %+v", last, want)
+	}
+	must(t, f.s.Write(ctx, k, 0, 0, -1, -1, bl(sb(4, 4, StateAcknowledged, 1))))
+	if s, u, _ := f.records(k); s != 2 || u != n+1 {
+		t.Fatalf("after the snapshot: %d snapshots, %d updates", s, u)
+	}
+	st := f.mustRead(k, 0)
+	f.restart()
+	if again := f.mustRead(k, 0); !reflect.DeepEqual(again, st) {
+		t.Fatalf("replay %+v, live %+v", again, st)
+	}
+}
+
+// The fencing rules of kip-932.md §4.5, one test each.
+func TestFencing(t *testing.T) {
+	setup := func(t *testing.T) (*fixture, Key) {
+		f := newFixture(t, 1, 500)
+		k := key("g", 0)
+		must(t, f.s.Initialize(ctx, k, 5, 0))
+		must(t, f.s.Write(ctx, k, 5, 7, 0, -1, nil))
+		return f, k
+	}
+	t.Run("WriteLowerLeaderEpochIsFencedLeaderEpoch", func(t *testing.T) { // testWriteStateFencedLeaderEpochError
+		f, k := setup(t)
+		wantCode(t, f.s.Write(ctx, k, 5, 6, 0, -1, nil), kerr.FencedLeaderEpoch)
+	})
+	t.Run("WriteLowerStateEpochIsFencedStateEpoch", func(t *testing.T) { // testWriteStateFencedStateEpochError
+		f, k := setup(t)
+		wantCode(t, f.s.Write(ctx, k, 4, 7, 0, -1, nil), kerr.FencedStateEpoch)
+	})
+	t.Run("ReadLowerLeaderEpochIsFencedLeaderEpoch", func(t *testing.T) { // testReadStateFencedLeaderEpochError
+		f, k := setup(t)
+		_, err := f.s.Read(ctx, k, 6)
+		wantCode(t, err, kerr.FencedLeaderEpoch)
+		_, err = f.s.ReadSummary(ctx, k, 6)
+		wantCode(t, err, kerr.FencedLeaderEpoch)
+	})
+	t.Run("ReadHigherLeaderEpochIsRecorded", func(t *testing.T) { // testReadStateLeaderEpochUpdateSuccess
+		f, k := setup(t)
+		_, u0, _ := f.records(k)
+		if st := f.mustRead(k, 9); st.LeaderEpoch != 9 {
+			t.Fatalf("leader epoch %d", st.LeaderEpoch)
+		}
+		if _, u, _ := f.records(k); u != u0+1 {
+			t.Fatal("the higher leader epoch was not written")
+		}
+		f.restart()
+		wantCode(t, f.s.Write(ctx, k, 5, 8, 0, -1, nil), kerr.FencedLeaderEpoch)
+		_, err := f.s.Read(ctx, k, 8)
+		wantCode(t, err, kerr.FencedLeaderEpoch)
+	})
+	t.Run("ReadSameLeaderEpochWritesNothing", func(t *testing.T) {
+		f, k := setup(t)
+		_, u0, _ := f.records(k)
+		f.mustRead(k, 7)
+		if _, u, _ := f.records(k); u != u0 {
+			t.Fatal("a read at the stored leader epoch wrote")
+		}
+	})
+	t.Run("InitializeLowerStateEpochIsFencedStateEpoch", func(t *testing.T) {
+		f, k := setup(t)
+		wantCode(t, f.s.Initialize(ctx, k, 4, 0), kerr.FencedStateEpoch)
+		must(t, f.s.Initialize(ctx, k, 5, 10)) // equal is allowed
+		if st := f.mustRead(k, 7); st.StartOffset != 10 || len(st.Batches) != 0 {
+			t.Fatalf("re-initialized state %+v", st)
+		}
+	})
+	t.Run("InitializeKeepsLeaderEpochAndBumpsSnapshotEpoch", func(t *testing.T) {
+		f, k := setup(t)
+		must(t, f.s.Initialize(ctx, k, 6, 0))
+		wantCode(t, f.s.Write(ctx, k, 6, 6, 0, -1, nil), kerr.FencedLeaderEpoch)
+		wantCode(t, f.s.Write(ctx, k, 5, 7, 0, -1, nil), kerr.FencedStateEpoch)
+		p := f.s.parts[0]
+		if e := p.keys[k]; e.snapshotEpoch != 1 {
+			t.Fatalf("snapshot epoch %d", e.snapshotEpoch)
+		}
+	})
+	t.Run("NegativeValuesAreInvalidRequest", func(t *testing.T) { // testInitializeStateInvalidStateEpochRequestData
+		f, k := setup(t)
+		wantCode(t, f.s.Write(ctx, k, -1, 7, 0, -1, nil), kerr.InvalidRequest)
+		wantCode(t, f.s.Write(ctx, k, 5, -1, 0, -1, nil), kerr.InvalidRequest)
+		wantCode(t, f.s.Write(ctx, key("g", -1), 5, 7, 0, -1, nil), kerr.InvalidRequest)
+		wantCode(t, f.s.Initialize(ctx, k, -1, 0), kerr.InvalidRequest)
+		wantCode(t, f.s.Write(ctx, k, 5, 7, 0, -1, bl(sb(3, 2, 0, 1))), kerr.InvalidRequest)
+		wantCode(t, f.s.Write(ctx, k, 5, 7, 0, -1, bl(sb(3, 4, 1, 1))), kerr.InvalidRequest) // ACQUIRED is never persisted
+	})
+	t.Run("DeletedKeyForgetsEpochs", func(t *testing.T) {
+		f, k := setup(t)
+		must(t, f.s.Delete(ctx, k))
+		must(t, f.s.Initialize(ctx, k, 0, 0))
+		must(t, f.s.Write(ctx, k, 0, 0, 0, -1, nil))
+	})
+}
+
+// testWriteStateDiscardsStartOffsetRegression and the delivery-complete count rules.
+func TestWriteDiscardsRegressions(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	must(t, f.s.Write(ctx, k, 0, 0, 10, 4, bl(sb(10, 19, StateAcknowledged, 1))))
+	must(t, f.s.Write(ctx, k, 0, 0, 5, 9, nil)) // stale start offset: both ignored
+	if st := f.mustRead(k, 0); st.StartOffset != 10 || st.DeliveryCompleteCount != 4 {
+		t.Fatalf("%+v", st)
+	}
+	must(t, f.s.Write(ctx, k, 0, 0, 10, 2, nil)) // same start offset, lower count: kept
+	if st := f.mustRead(k, 0); st.DeliveryCompleteCount != 4 {
+		t.Fatalf("%+v", st)
+	}
+	must(t, f.s.Write(ctx, k, 0, 0, 15, 1, nil)) // start offset moved: the count may drop
+	st := f.mustRead(k, 0)
+	if st.StartOffset != 15 || st.DeliveryCompleteCount != 1 || !reflect.DeepEqual(st.Batches, bl(sb(15, 19, StateAcknowledged, 1))) {
+		t.Fatalf("%+v", st)
+	}
+	f.restart()
+	if again := f.mustRead(k, 0); !reflect.DeepEqual(again, st) {
+		t.Fatalf("replay %+v", again)
+	}
+}
+
+// testDeleteStateSuccess: a tombstone on the snapshot key; replay forgets the key.
+func TestDeleteWritesTombstone(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k, other := key("g", 0), key("h", 1)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	must(t, f.s.Initialize(ctx, other, 0, 3))
+	must(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(sb(0, 0, StateAcknowledged, 1))))
+	must(t, f.s.Delete(ctx, k))
+	if _, _, ts := f.records(k); ts != 1 {
+		t.Fatal("no tombstone")
+	}
+	var tomb []byte
+	_ = f.parts[0].Replay(func(st coordlog.Stored) error {
+		for _, r := range st.Records {
+			if r.Value == nil {
+				tomb = r.Key
+			}
+		}
+		return nil
+	})
+	if rk, _ := decodeKey(tomb); rk.Type != recordTypeSnapshot || rk.Key != k {
+		t.Fatalf("tombstone key %+v", rk)
+	}
+	f.restart()
+	_, err := f.s.Read(ctx, k, 0)
+	wantCode(t, err, kerr.InvalidRequest)
+	if st := f.mustRead(other, 0); st.StartOffset != 3 {
+		t.Fatalf("other key %+v", st)
+	}
+}
+
+func TestFailedAppendNeedsReload(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	f.parts[0].FailAppend = errors.New("disk on fire")
+	wantCode(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(sb(0, 0, StateAcknowledged, 1))), kerr.CoordinatorNotAvailable)
+	_, err := f.s.Read(ctx, k, 0)
+	wantCode(t, err, kerr.CoordinatorNotAvailable)
+	must(t, f.s.Load(f.parts[0]))
+	if st := f.mustRead(k, 0); len(st.Batches) != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestClosedAndUnownedAreNotCoordinator(t *testing.T) {
+	f := newFixture(t, 2, 500)
+	k := key("g", 0)
+	s, err := New(Config{NumPartitions: 2}, []coordlog.Partition{coordlog.NewMemory(1 - f.s.PartitionFor(k))})
+	must(t, err)
+	wantCode(t, s.Initialize(ctx, k, 0, 0), kerr.NotCoordinator)
+	f.s.Close()
+	wantCode(t, f.s.Initialize(ctx, k, 0, 0), kerr.NotCoordinator)
+}
+
+func TestPruningAndColdSnapshots(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	f.cfg.ColdSnapshotInterval = time.Minute
+	f.restart()
+	a, b := key("a", 0), key("b", 0)
+	must(t, f.s.Initialize(ctx, a, 0, 0)) // offset 0
+	must(t, f.s.Initialize(ctx, b, 0, 0)) // offset 1
+	must(t, f.s.Write(ctx, a, 0, 0, 0, -1, bl(sb(0, 0, StateAcknowledged, 1))))
+	if off, ok := f.s.LastRedundantOffset(0); !ok || off != 0 {
+		t.Fatalf("redundant offset %d", off)
+	}
+	f.now = f.now.Add(2 * time.Minute)
+	n, err := f.s.SnapshotCold(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("cold snapshots %d %v", n, err)
+	}
+	if off, _ := f.s.LastRedundantOffset(0); off != 3 {
+		t.Fatalf("redundant offset after cold snapshots %d", off)
+	}
+	must(t, f.s.Delete(ctx, a))
+	must(t, f.s.Delete(ctx, b))
+	if off, _ := f.s.LastRedundantOffset(0); off != 7 {
+		t.Fatalf("redundant offset with no keys %d", off)
+	}
+}

@@ -1,0 +1,209 @@
+package sharestate
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+func staged(first, last int64, count int16, pid int64, epoch int16, ack int8) StateBatch {
+	return StateBatch{FirstOffset: first, LastOffset: last, DeliveryState: StateTxPending, DeliveryCount: count,
+		TxnProducerID: pid, TxnProducerEpoch: epoch, TxnAckType: ack}
+}
+
+// marker appends a transaction marker to k's partition and resolves it, as the broker's
+// WriteTxnMarkers handler does through ApplyMarker.
+func (f *fixture) marker(k Key, pid int64, epoch int16, commit bool) []Key {
+	f.t.Helper()
+	p := f.s.PartitionFor(k)
+	keys, err := f.s.ApplyMarker(ctx, p, pid, epoch, commit, func(context.Context) error {
+		f.parts[p].AppendMarker(pid, epoch, commit, 0)
+		return nil
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return keys
+}
+
+// stagedKey initializes k with offsets 0..9 delivered once (acquired: not persisted) and
+// stages b, as TxnShareAcknowledge does.
+func stagedKey(t *testing.T, f *fixture, k Key, b ...StateBatch) {
+	t.Helper()
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	must(t, f.s.Write(ctx, k, 0, 0, 0, 0, b))
+}
+
+// Commit and abort, for each staged type (kip-1289.md §2.4, D5).
+func TestMarkerResolution(t *testing.T) {
+	rows := []struct {
+		name   string
+		batch  StateBatch
+		commit bool
+		want   StateBatch
+		dcc    int64
+	}{
+		{"CommitAcceptIsAcknowledged", staged(0, 4, 1, 7, 0, AckAccept), true, sb(0, 4, StateAcknowledged, 1), 5},
+		{"CommitRejectIsArchived", staged(0, 4, 1, 7, 0, AckReject), true, sb(0, 4, StateArchived, 1), 5},
+		{"CommitGapIsArchived", staged(0, 4, 1, 7, 0, AckGap), true, sb(0, 4, StateArchived, 1), 5},
+		{"CommitRejectWithDLQIsArchiving", func() StateBatch {
+			b := staged(0, 4, 1, 7, 0, AckReject)
+			b.TxnCommitState = StateArchiving
+			return b
+		}(), true, sb(0, 4, StateArchiving, 1), 0},
+		{"AbortAcceptIsAvailable", staged(0, 4, 2, 7, 0, AckAccept), false, sb(0, 4, StateAvailable, 2), 0},
+		{"AbortRejectIsAvailable", staged(0, 4, 2, 7, 0, AckReject), false, sb(0, 4, StateAvailable, 2), 0},
+		{"AbortGapIsAvailable", staged(0, 4, 2, 7, 0, AckGap), false, sb(0, 4, StateAvailable, 2), 0},
+		{"AbortAtDeliveryLimitIsArchived", func() StateBatch {
+			b := staged(0, 4, 5, 7, 0, AckAccept)
+			b.TxnAbortState = StateArchived
+			return b
+		}(), false, sb(0, 4, StateArchived, 5), 5},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			f := newFixture(t, 3, 500)
+			k := key("g", 0)
+			stagedKey(t, f, k, r.batch)
+			st := f.mustRead(k, 0)
+			if len(st.Batches) != 1 || st.Batches[0].DeliveryState != StateTxPending {
+				t.Fatalf("staged state %+v", st.Batches)
+			}
+			if keys := f.marker(k, 7, 0, r.commit); !slices.Equal(keys, []Key{k}) {
+				t.Fatalf("affected keys %v", keys)
+			}
+			st = f.mustRead(k, 0)
+			if !reflect.DeepEqual(st.Batches, bl(r.want)) || st.DeliveryCompleteCount != r.dcc {
+				t.Fatalf("resolved %+v dcc %d, want %+v dcc %d", st.Batches, st.DeliveryCompleteCount, r.want, r.dcc)
+			}
+			f.restart()
+			if again := f.mustRead(k, 0); !reflect.DeepEqual(again, st) {
+				t.Fatalf("replay %+v\nlive %+v", again, st)
+			}
+		})
+	}
+}
+
+func TestMarkerOfAnotherProducerOrOlderEpochResolvesNothing(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	stagedKey(t, f, k, staged(0, 4, 1, 7, 3, AckAccept), staged(5, 9, 1, 8, 0, AckAccept))
+	before := f.mustRead(k, 0)
+	if keys := f.marker(k, 9, 5, true); keys != nil {
+		t.Fatalf("other producer resolved %v", keys)
+	}
+	if keys := f.marker(k, 7, 2, false); keys != nil { // epoch below the staging epoch
+		t.Fatalf("older epoch resolved %v", keys)
+	}
+	if st := f.mustRead(k, 0); !reflect.DeepEqual(st, before) {
+		t.Fatalf("%+v", st)
+	}
+	// TV2: the marker carries the bumped epoch; it resolves producer 7 only.
+	f.marker(k, 7, 4, true)
+	want := bl(sb(0, 4, StateAcknowledged, 1), staged(5, 9, 1, 8, 0, AckAccept))
+	want[1].TxnCommitState = StateAcknowledged
+	if st := f.mustRead(k, 0); !reflect.DeepEqual(st.Batches, want) {
+		t.Fatalf("%+v", st.Batches)
+	}
+	f.restart()
+	if st := f.mustRead(k, 0); !reflect.DeepEqual(st.Batches, want) {
+		t.Fatalf("replay %+v", st.Batches)
+	}
+}
+
+// A staging write that reaches the store after its transaction's marker (the coordinator
+// aborted on timeout while TxnShareAcknowledge was in flight) would stay TX_PENDING for
+// ever; it is refused, also after a restart.
+func TestStagingAfterMarkerIsFenced(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	f.marker(k, 7, 4, false)
+	for range 2 {
+		wantCode(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(staged(0, 0, 1, 7, 3, AckAccept))), kerr.InvalidProducerEpoch)
+		f.restart()
+	}
+	must(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(staged(0, 0, 1, 7, 4, AckAccept)))) // the next transaction
+}
+
+func TestStagingValidation(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	bad := []StateBatch{
+		staged(0, 0, 1, 7, 0, 2),  // RELEASE cannot be staged (D3)
+		staged(0, 0, 1, 7, 0, 4),  // nor RENEW
+		staged(0, 0, 1, -1, 0, 1), // no producer
+		func() StateBatch { b := staged(0, 0, 1, 7, 0, AckAccept); b.TxnCommitState = StateArchived; return b }(),
+		func() StateBatch { b := staged(0, 0, 1, 7, 0, AckReject); b.TxnAbortState = StateAcknowledged; return b }(),
+	}
+	for _, b := range bad {
+		wantCode(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(b)), kerr.InvalidRequest)
+	}
+	// Staging fields of other states are dropped.
+	b := sb(0, 0, StateAcknowledged, 1)
+	b.TxnProducerID = 9
+	must(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(b)))
+	if st := f.mustRead(k, 0); st.Batches[0] != sb(0, 0, StateAcknowledged, 1) {
+		t.Fatalf("%+v", st.Batches)
+	}
+}
+
+// A crash after the marker is durable but before the store resolved it: replay resolves it.
+func TestMarkerInLogWithoutCompleteTxnResolvesOnReplay(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	stagedKey(t, f, k, staged(0, 4, 1, 7, 0, AckAccept))
+	f.parts[0].AppendMarker(7, 1, true, 0) // the broker crashed before CompleteTxn
+	f.restart()
+	if st := f.mustRead(k, 0); !reflect.DeepEqual(st.Batches, bl(sb(0, 4, StateAcknowledged, 1))) {
+		t.Fatalf("%+v", st.Batches)
+	}
+}
+
+// One marker resolves the producer's stagings in every key of the partition, and only
+// there; the staging survives snapshots.
+func TestMarkerAcrossKeysAndSnapshots(t *testing.T) {
+	f := newFixture(t, 1, 2)
+	a, b := key("a", 0), key("b", 3)
+	stagedKey(t, f, a, staged(0, 1, 1, 7, 0, AckAccept))
+	stagedKey(t, f, b, staged(5, 6, 1, 7, 0, AckReject))
+	for i := range 3 { // push a past a snapshot with the staging inside
+		must(t, f.s.Write(ctx, a, 0, 0, -1, -1, bl(sb(int64(10+i), int64(10+i), StateAcknowledged, 1))))
+	}
+	if s, _, _ := f.records(a); s < 3 {
+		t.Fatalf("expected snapshots, got %d", s)
+	}
+	keys := f.marker(a, 7, 0, true)
+	if !slices.Equal(keys, []Key{a, b}) {
+		t.Fatalf("keys %v", keys)
+	}
+	if keys := f.s.CompleteTxn(0, 7, 0, true); keys != nil {
+		t.Fatalf("second resolution %v", keys)
+	}
+	sa, sb2 := f.mustRead(a, 0), f.mustRead(b, 0)
+	f.restart()
+	if ra, rb := f.mustRead(a, 0), f.mustRead(b, 0); !reflect.DeepEqual(ra, sa) || !reflect.DeepEqual(rb, sb2) {
+		t.Fatalf("replay differs:\n%+v\n%+v\nlive\n%+v\n%+v", ra, rb, sa, sb2)
+	}
+	if sb2.Batches[0].DeliveryState != StateArchived {
+		t.Fatalf("%+v", sb2.Batches)
+	}
+}
+
+func TestApplyMarkerAppendFailureResolvesNothing(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	stagedKey(t, f, k, staged(0, 0, 1, 7, 0, AckAccept))
+	boom := errors.New("no")
+	if _, err := f.s.ApplyMarker(ctx, 0, 7, 0, true, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if st := f.mustRead(k, 0); st.Batches[0].DeliveryState != StateTxPending {
+		t.Fatalf("%+v", st.Batches)
+	}
+}
