@@ -223,7 +223,7 @@ func readBatches(r *kbin.Reader) ([]StateBatch, error) {
 	if n < 0 || n > maxDecodeBatches || !r.Ok() {
 		return nil, fmt.Errorf("%w: state batch count %d", errBadRecord, n)
 	}
-	if int(n)*21 > len(r.Src) { // 20 fixed bytes + 1 tag count each
+	if int(n)*20 > len(r.Src) { // 19 fixed bytes + 1 tag count each
 		return nil, fmt.Errorf("%w: %d state batches in %d bytes", errBadRecord, n, len(r.Src))
 	}
 	if n == 0 {

@@ -139,7 +139,11 @@ func TestStagingValidation(t *testing.T) {
 		staged(0, 0, 1, 7, 0, 4),  // nor RENEW
 		staged(0, 0, 1, -1, 0, 1), // no producer
 		func() StateBatch { b := staged(0, 0, 1, 7, 0, AckAccept); b.TxnCommitState = StateArchived; return b }(),
-		func() StateBatch { b := staged(0, 0, 1, 7, 0, AckReject); b.TxnAbortState = StateAcknowledged; return b }(),
+		func() StateBatch {
+			b := staged(0, 0, 1, 7, 0, AckReject)
+			b.TxnAbortState = StateAcknowledged
+			return b
+		}(),
 	}
 	for _, b := range bad {
 		wantCode(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(b)), kerr.InvalidRequest)
