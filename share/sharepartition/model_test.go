@@ -30,9 +30,9 @@ type mrec struct {
 }
 
 type fakeLog struct {
-	batches []FetchedBatch
-	aborted []AbortedTxn
-	end     int64
+	batches        []FetchedBatch
+	aborted        []AbortedTxn
+	end            int64
 	abortedOffsets map[int64]bool
 }
 
@@ -711,4 +711,3 @@ func (m *modelTest) opLogStart(t *rapid.T) {
 	}
 	m.advance()
 }
-
