@@ -67,14 +67,12 @@ type Broker struct {
 
 	// txn verifies transactional produce requests; nil until the transaction coordinator
 	// is wired, and transactional batches are refused meanwhile.
-	txn txnVerifier
+	txn atomic.Pointer[txnVerifierBox]
 	// coord holds the coordinators, started on first use.
 	coord coordinators
 	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
 	// __consumer_offsets partition, deciding its pending transactional offset commits.
 	onOffsetsMarker atomic.Pointer[func(partition int32, pid int64, commit bool)]
-	// txnVersion is the finalized transaction.version level advertised to clients.
-	txnVersion int16
 
 	bg     sync.WaitGroup
 	stop   chan struct{}
@@ -127,7 +125,14 @@ func Open(cfg Config) (*Broker, error) {
 		lock.release()
 		return nil, err
 	}
-	if b.topics.get(offsetsTopic) != nil {
+	if b.topics.get(transactionStateTopic) != nil {
+		if _, err := b.txnCoordinator(); err != nil {
+			b.closeCoordinators()
+			b.closeLogs()
+			lock.release()
+			return nil, err
+		}
+	} else if b.topics.get(offsetsTopic) != nil {
 		if _, err := b.groupCoordinator(); err != nil {
 			b.closeLogs()
 			lock.release()

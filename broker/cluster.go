@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -14,20 +16,34 @@ const (
 	coordinatorShare       = 2
 )
 
+var errNoCoordinator = errors.New("no coordinator of this type")
+
 func (b *Broker) handleFindCoordinator(req *server.Request, r *kmsg.FindCoordinatorRequest) server.Reply {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
+		var err error
+		switch r.CoordinatorType {
+		case coordinatorGroup:
+			_, err = b.groupCoordinator()
+		case coordinatorTransaction:
+			_, err = b.txnCoordinator()
+		default:
+			// Share coordinators arrive with share groups; a client must not be sent to a
+			// coordinator that cannot serve it.
+			err = errNoCoordinator
+		}
 		switch {
-		case r.CoordinatorType != coordinatorGroup:
-			// Transaction and share coordinators arrive with their issues; until then a
-			// client must not be sent to a coordinator that cannot serve it.
-			c.NodeID, c.Port = -1, -1
-			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		case key == "" && req.Version < 4:
+		case key == "" && r.CoordinatorType == coordinatorGroup:
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode = kerr.InvalidGroupID.Code
+		case key == "" && r.CoordinatorType == coordinatorTransaction:
+			c.NodeID, c.Port = -1, -1
+			c.ErrorCode = kerr.InvalidRequest.Code
+		case err != nil:
+			c.NodeID, c.Port = -1, -1
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		default:
 			c.NodeID = b.cfg.NodeID
 			c.Host = b.cfg.AdvertisedHost

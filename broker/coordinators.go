@@ -11,6 +11,7 @@ import (
 
 	"github.com/exactq/exactq/group"
 	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/txn"
 )
 
 // coordinators holds the group coordinator. It starts at Open when its internal topic
@@ -19,6 +20,7 @@ import (
 type coordinators struct {
 	mu     sync.Mutex
 	groups *group.Coordinator // guarded by mu
+	txns   *txn.Coordinator   // guarded by mu
 }
 
 // groupCoordinator returns the group coordinator, creating __consumer_offsets and loading
@@ -51,8 +53,9 @@ func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
 			}
 			return "", false
 		},
-		Now:    b.now,
-		Logger: b.logger.With("component", "group-coordinator"),
+		VerifyTxn: b.verifyTxnOffsetCommit,
+		Now:       b.now,
+		Logger:    b.logger.With("component", "group-coordinator"),
 	}, b.internalPartitions(offsetsTopic))
 	if err != nil {
 		return nil, fmt.Errorf("load group coordinator: %w", err)
@@ -61,6 +64,81 @@ func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
 	b.setOffsetsMarkerListener(g.CompleteTxn)
 	return g, nil
 }
+
+// transactionVersionLevel is the transaction.version this broker finalizes: 2, KIP-890's
+// server-side defence (epoch bump at every end, partitions added by the produce path).
+const transactionVersionLevel = 2
+
+// txnCoordinator returns the transaction coordinator, creating __transaction_state and
+// loading it on first use. The group coordinator starts first: a restarted transaction
+// coordinator re-sends markers of decided transactions, some to __consumer_offsets.
+func (b *Broker) txnCoordinator() (*txn.Coordinator, error) {
+	g, err := b.groupCoordinator()
+	if err != nil {
+		return nil, err
+	}
+	b.coord.mu.Lock()
+	defer b.coord.mu.Unlock()
+	if b.coord.txns != nil {
+		return b.coord.txns, nil
+	}
+	if err := b.ensureInternalTopic(transactionStateTopic, b.defaults.topic.TransactionStateLogNumPartitions()); err != nil {
+		return nil, err
+	}
+	c, err := txn.New(txn.Config{
+		NumPartitions:           b.topics.get(transactionStateTopic).numPartitions(),
+		MaxTimeoutMs:            b.brokerInt32("transaction.max.timeout.ms", 900000),
+		AbortTimedOutIntervalMs: int64(b.brokerInt32("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000)),
+		GroupPartition: func(groupID string) txn.TopicPartition {
+			return txn.TopicPartition{Topic: offsetsTopic, Partition: g.PartitionFor(groupID)}
+		},
+		Now:    b.now,
+		Logger: b.logger.With("component", "txn-coordinator"),
+	}, b.internalPartitions(transactionStateTopic), txnBroker{b})
+	if err != nil {
+		return nil, fmt.Errorf("load transaction coordinator: %w", err)
+	}
+	b.coord.txns = c
+	b.txn.Store(&txnVerifierBox{c})
+	return c, nil
+}
+
+// verifyTxnOffsetCommit is KIP-890's check for TxnOffsetCommit: the transaction must include
+// the group's __consumer_offsets partition; from v5 with transaction version 2 the
+// partition is added implicitly, as the produce path does for data partitions.
+func (b *Broker) verifyTxnOffsetCommit(ctx context.Context, id string, pid int64, epoch int16, partition int32, version int16) int16 {
+	c, err := b.txnCoordinator()
+	if err != nil {
+		return 15 // COORDINATOR_NOT_AVAILABLE
+	}
+	add := version >= 5 && b.transactionVersion() >= 2
+	code := c.VerifyOrAdd(ctx, id, pid, epoch, offsetsTopic, partition, add)
+	if version < 4 {
+		code = txn.LegacyProduceError(code, 10)
+	}
+	return code
+}
+
+// txnBroker is the broker as the transaction coordinator sees it.
+type txnBroker struct{ b *Broker }
+
+func (tb txnBroker) WriteMarkers(ctx context.Context, pid int64, epoch int16, commit bool, coordinatorEpoch int32, parts []txn.TopicPartition) map[txn.TopicPartition]error {
+	tps := make([]TopicPartition, len(parts))
+	for i, p := range parts {
+		tps[i] = TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	out := map[txn.TopicPartition]error{}
+	for tp, err := range tb.b.WriteMarkers(ctx, pid, epoch, commit, coordinatorEpoch, tps) {
+		out[txn.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = err
+	}
+	return out
+}
+
+func (tb txnBroker) PartitionExists(topic string, partition int32) bool {
+	return partitionOf(tb.b.topics.get(topic), partition) != nil
+}
+
+func (tb txnBroker) AllocateProducerID() (int64, error) { return tb.b.pids.allocate() }
 
 func (t *topic) numPartitions() int32 {
 	t.mu.RLock()
@@ -83,6 +161,10 @@ func (b *Broker) brokerInt32(name string, def int32) int32 {
 func (b *Broker) closeCoordinators() {
 	b.coord.mu.Lock()
 	defer b.coord.mu.Unlock()
+	if b.coord.txns != nil {
+		b.coord.txns.Close()
+		b.coord.txns = nil
+	}
 	if b.coord.groups != nil {
 		b.coord.groups.Close()
 		b.coord.groups = nil
@@ -170,6 +252,53 @@ func coordinatorUnavailable(req *server.Request) kmsg.Response {
 		}
 	case *kmsg.OffsetDeleteResponse:
 		r.ErrorCode = code
+	}
+	return resp
+}
+
+// txnReply runs a transaction-coordinator handler. The handlers block until the state their
+// answer depends on is durable and are run in request order, never deferred: a deferred
+// EndTxn could otherwise be overtaken by the same producer's next AddPartitionsToTxn.
+func (b *Broker) txnReply(req *server.Request, call func(*txn.Coordinator) kmsg.Response) server.Reply {
+	c, err := b.txnCoordinator()
+	if err != nil {
+		b.logger.Error("transaction coordinator unavailable", "err", err)
+		return server.Reply{Resp: txnCoordinatorUnavailable(req)}
+	}
+	return server.Reply{Resp: call(c)}
+}
+
+// txnCoordinatorUnavailable answers a transaction request with COORDINATOR_NOT_AVAILABLE.
+func txnCoordinatorUnavailable(req *server.Request) kmsg.Response {
+	resp := req.Body.ResponseKind()
+	const code = 15 // COORDINATOR_NOT_AVAILABLE
+	switch r := resp.(type) {
+	case *kmsg.InitProducerIDResponse:
+		r.ErrorCode, r.ProducerID, r.ProducerEpoch = code, -1, -1
+	case *kmsg.AddOffsetsToTxnResponse:
+		r.ErrorCode = code
+	case *kmsg.EndTxnResponse:
+		r.ErrorCode = code
+	case *kmsg.ListTransactionsResponse:
+		r.ErrorCode = code
+	case *kmsg.AddPartitionsToTxnResponse:
+		r.ErrorCode = code
+		for _, t := range req.Body.(*kmsg.AddPartitionsToTxnRequest).Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.DescribeTransactionsResponse:
+		for _, id := range req.Body.(*kmsg.DescribeTransactionsRequest).TransactionalIDs {
+			s := kmsg.NewDescribeTransactionsResponseTransactionState()
+			s.TransactionalID, s.ErrorCode = id, code
+			r.TransactionStates = append(r.TransactionStates, s)
+		}
 	}
 	return resp
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/exactq/exactq/group"
 	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/txn"
 )
 
 // implemented lists the API keys this broker serves, each capped to what Apache Kafka 4.4
@@ -30,6 +31,10 @@ var implemented = []int16{
 	20, // DeleteTopics
 	21, // DeleteRecords
 	22, // InitProducerId
+	24, // AddPartitionsToTxn
+	25, // AddOffsetsToTxn
+	26, // EndTxn
+	28, // TxnOffsetCommit
 	32, // DescribeConfigs
 	33, // AlterConfigs
 	37, // CreatePartitions
@@ -38,6 +43,8 @@ var implemented = []int16{
 	47, // OffsetDelete
 	60, // DescribeCluster
 	61, // DescribeProducers
+	65, // DescribeTransactions
+	66, // ListTransactions
 }
 
 // maxImplemented caps keys whose newest Kafka 4.4 versions are not served yet.
@@ -61,9 +68,17 @@ func (b *Broker) APIs() []server.APIRange {
 	return out
 }
 
-// Features implements server.Handler. No feature flags are finalized until transactions
-// (transaction.version) and share groups (share.version) land.
-func (b *Broker) Features(resp *kmsg.ApiVersionsResponse) {}
+// Features implements server.Handler: transaction.version (KIP-890) is finalized at the
+// level the transaction coordinator implements. share.version comes with share groups.
+func (b *Broker) Features(resp *kmsg.ApiVersionsResponse) {
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, transactionVersionLevel
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", transactionVersionLevel, transactionVersionLevel
+	resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	resp.FinalizedFeaturesEpoch = 1
+}
 
 // ConnClosed implements server.Handler.
 func (b *Broker) ConnClosed(conn *server.ConnInfo) { b.sessions.connClosed(conn.ID) }
@@ -88,6 +103,9 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	case *kmsg.DeleteRecordsRequest:
 		return b.handleDeleteRecords(req, r)
 	case *kmsg.InitProducerIDRequest:
+		if r.TransactionalID != nil {
+			return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.InitProducerID(ctx, req.Version, r) })
+		}
 		return b.handleInitProducerID(req, r)
 	case *kmsg.DescribeConfigsRequest:
 		return b.handleDescribeConfigs(req, r)
@@ -101,6 +119,20 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDescribeCluster(req, r)
 	case *kmsg.DescribeProducersRequest:
 		return b.handleDescribeProducers(req, r)
+	case *kmsg.AddPartitionsToTxnRequest:
+		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.AddPartitionsToTxn(ctx, req.Version, r) })
+	case *kmsg.AddOffsetsToTxnRequest:
+		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.AddOffsetsToTxn(ctx, req.Version, r) })
+	case *kmsg.EndTxnRequest:
+		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.EndTxn(ctx, req.Version, r) })
+	case *kmsg.DescribeTransactionsRequest:
+		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.DescribeTransactions(ctx, req.Version, r) })
+	case *kmsg.ListTransactionsRequest:
+		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.ListTransactions(ctx, req.Version, r) })
+	case *kmsg.TxnOffsetCommitRequest:
+		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+			return g.TxnOffsetCommit(ctx, req.Version, r)
+		})
 	case *kmsg.JoinGroupRequest:
 		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
 			return g.JoinGroup(ctx, req.Version, r)

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/exactq/exactq/batch"
 	"github.com/exactq/exactq/producerstate"
+	"github.com/exactq/exactq/txn"
 )
 
 // abortedTxn is one entry of a partition's aborted-transaction index: read_committed
@@ -144,17 +144,14 @@ func (p *partition) appendMarker(pid int64, epoch int16, commit bool, coordinato
 	return first + 1, nil
 }
 
-// txnVerifier checks a transactional produce against the transaction coordinator (KIP-890):
-// the producer must be in an ongoing transaction that includes the partition, or (with
-// transaction version 2) the partition is added to it.
-type txnVerifier interface {
-	VerifyOrAdd(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32, add bool) int16
-}
-
-// checkTransactional decides whether a transactional batch may be appended.
+// checkTransactional decides whether a transactional batch may be appended: the producer
+// must be in an ongoing transaction that includes the partition, or (transaction version 2)
+// the coordinator adds it (KIP-890).
 func (b *Broker) checkTransactional(ctx context.Context, transactionalID *string, h kmsg.RecordBatch, t *topic, partition int32, version int16) (int16, string) {
-	if b.txn == nil {
-		return kerr.InvalidProducerIDMapping.Code, "transactions are not served yet"
+	v := b.txn.Load()
+	if v == nil {
+		// No transaction coordinator has run, so no producer holds a transactional id.
+		return kerr.InvalidProducerIDMapping.Code, "no transaction is ongoing for this producer"
 	}
 	if transactionalID == nil || *transactionalID == "" {
 		return kerr.InvalidRequest.Code, "transactional batches need the request's transactional id"
@@ -163,18 +160,25 @@ func (b *Broker) checkTransactional(ctx context.Context, transactionalID *string
 		return kerr.InvalidRecord.Code, "transactional batch without a producer id"
 	}
 	add := version >= 12 && b.transactionVersion() >= 2
-	if code := b.txn.VerifyOrAdd(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, t.name, partition, add); code != 0 {
+	if code := txn.LegacyProduceError(v.VerifyOrAdd(ctx, *transactionalID, h.ProducerID, h.ProducerEpoch, t.name, partition, add), version); code != 0 {
 		return code, "transaction verification failed"
 	}
 	return 0, ""
 }
 
-var errNoTxnCoordinator = errors.New("no transaction coordinator")
-
-// transactionVersion is the finalized transaction.version feature level: 0 until the
-// transaction coordinator is wired.
-func (b *Broker) transactionVersion() int16 { return b.txnVersion }
+// transactionVersion is the finalized transaction.version feature level. The coordinator
+// starts on first use, but the level is a property of the broker and is advertised from
+// the first ApiVersions, as clients choose their transaction protocol from it.
+func (b *Broker) transactionVersion() int16 { return transactionVersionLevel }
 
 func (b *Broker) setOffsetsMarkerListener(fn func(partition int32, pid int64, commit bool)) {
 	b.onOffsetsMarker.Store(&fn)
 }
+
+// txnVerifier checks transactional produce requests against the transaction coordinator.
+type txnVerifier interface {
+	VerifyOrAdd(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32, add bool) int16
+}
+
+// txnVerifierBox lets the verifier be published atomically once the coordinator starts.
+type txnVerifierBox struct{ txnVerifier }

@@ -45,7 +45,9 @@ type Config struct {
 	TopicName func(id [16]byte) (string, bool)
 	// VerifyTxn checks, for TxnOffsetCommit, that the transaction includes this group's
 	// offsets partition (KIP-890 verification); returns 0 or an error code. May be nil.
-	VerifyTxn func(ctx context.Context, transactionalID string, pid int64, epoch int16, partition int32) int16
+	// version is the TxnOffsetCommit version: from v5 a transaction-version-2 client relies
+	// on the broker adding the partition implicitly.
+	VerifyTxn func(ctx context.Context, transactionalID string, pid int64, epoch int16, partition int32, version int16) int16
 	Now       func() time.Time
 	Logger    *slog.Logger
 }

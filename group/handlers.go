@@ -254,7 +254,7 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, version int16, req *k
 	}
 	// Verification may ask the transaction coordinator: do it off the reader goroutine.
 	return nil, func() kmsg.Response {
-		if code := c.cfg.VerifyTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, c.PartitionFor(req.Group)); code != 0 {
+		if code := c.cfg.VerifyTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, c.PartitionFor(req.Group), version); code != 0 {
 			return fail(code)
 		}
 		resp, wait := c.runParked(ctx, req.Group, func(s *shard, tok uint64, nowMs int64, out *output) {
