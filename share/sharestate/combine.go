@@ -3,6 +3,7 @@ package sharestate
 import (
 	"container/heap"
 	"slices"
+	"sort"
 )
 
 // combine merges old and new state batches as Kafka's PersisterStateBatchCombiner does:
@@ -17,9 +18,14 @@ import (
 // priority wins" means "latest wins"; the one exception, a marker taking TX_PENDING back to
 // AVAILABLE, never goes through combine (Store applies markers in place).
 //
-// Neither input is modified. Kafka's combiner is a pairwise TreeSet merge; this is a sweep
-// over the range boundaries with a max-heap of the covering batches, O(n log n).
+// Neither input is modified. Kafka's combiner is a pairwise TreeSet merge. Here, when both
+// lists are sorted and free of overlaps (always true of stored state, and of what a
+// share-partition leader writes) it is a linear two-way merge; otherwise a sweep over the
+// range boundaries with a max-heap of the covering batches, O(n log n).
 func combine(old, new []StateBatch, startOffset int64) []StateBatch {
+	if disjoint(old) && disjoint(new) {
+		return merge2(old, new, startOffset)
+	}
 	all := make([]StateBatch, 0, len(old)+len(new))
 	for _, src := range [2][]StateBatch{old, new} {
 		for _, b := range src {
@@ -80,22 +86,36 @@ func combine(old, new []StateBatch, startOffset int64) []StateBatch {
 // comparePriority orders batches by the combiner's priority, higher first wins:
 // delivery count, delivery state, then the KIP-1289 staging fields.
 func comparePriority(a, b *StateBatch) int {
-	keys := [...][2]int64{
-		{int64(a.DeliveryCount), int64(b.DeliveryCount)},
-		{int64(a.DeliveryState), int64(b.DeliveryState)},
-		{a.TxnProducerID, b.TxnProducerID},
-		{int64(a.TxnProducerEpoch), int64(b.TxnProducerEpoch)},
-		{int64(a.TxnAckType), int64(b.TxnAckType)},
-		{int64(a.TxnCommitState), int64(b.TxnCommitState)},
-		{int64(a.TxnAbortState), int64(b.TxnAbortState)},
+	if c := cmpInt(a.DeliveryCount, b.DeliveryCount); c != 0 {
+		return c
 	}
-	for _, k := range keys {
-		if k[0] != k[1] {
-			if k[0] < k[1] {
-				return -1
-			}
-			return 1
-		}
+	if c := cmpInt(a.DeliveryState, b.DeliveryState); c != 0 {
+		return c
+	}
+	if a.DeliveryState != StateTxPending && b.DeliveryState != StateTxPending {
+		return 0 // staging fields are zero on every other state
+	}
+	if c := cmpInt(a.TxnProducerID, b.TxnProducerID); c != 0 {
+		return c
+	}
+	if c := cmpInt(a.TxnProducerEpoch, b.TxnProducerEpoch); c != 0 {
+		return c
+	}
+	if c := cmpInt(a.TxnAckType, b.TxnAckType); c != 0 {
+		return c
+	}
+	if c := cmpInt(a.TxnCommitState, b.TxnCommitState); c != 0 {
+		return c
+	}
+	return cmpInt(a.TxnAbortState, b.TxnAbortState)
+}
+
+func cmpInt[T int8 | int16 | int64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
 	return 0
 }
@@ -128,4 +148,108 @@ func (h *batchHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// disjoint reports whether bs is sorted with no two batches overlapping.
+func disjoint(bs []StateBatch) bool {
+	for i := 1; i < len(bs); i++ {
+		if bs[i].FirstOffset <= bs[i-1].LastOffset {
+			return false
+		}
+	}
+	return true
+}
+
+// merge2 is combine for two disjoint lists: walk both, splitting overlaps so that each
+// piece takes the higher-priority side.
+func merge2(a, b []StateBatch, start int64) []StateBatch {
+	out := make([]StateBatch, 0, len(a)+2*len(b)+1)
+	emit := func(x StateBatch) {
+		if start >= 0 {
+			if x.LastOffset < start {
+				return
+			}
+			x.FirstOffset = max(x.FirstOffset, start)
+		}
+		if n := len(out); n > 0 && out[n-1].LastOffset+1 == x.FirstOffset && sameContent(&out[n-1], &x) {
+			out[n-1].LastOffset = x.LastOffset
+			return
+		}
+		out = append(out, x)
+	}
+	var ha, hb StateBatch
+	haveA, haveB := false, false
+	i, j := 0, 0
+	for {
+		if !haveA && i < len(a) {
+			ha, haveA = a[i], true
+			i++
+		}
+		if !haveB && j < len(b) {
+			hb, haveB = b[j], true
+			j++
+		}
+		switch {
+		case !haveA && !haveB:
+			return out
+		case !haveB || haveA && ha.LastOffset < hb.FirstOffset:
+			emit(ha)
+			haveA = false
+		case !haveA || hb.LastOffset < ha.FirstOffset:
+			emit(hb)
+			haveB = false
+		case ha.FirstOffset < hb.FirstOffset:
+			head := ha
+			head.LastOffset = hb.FirstOffset - 1
+			emit(head)
+			ha.FirstOffset = hb.FirstOffset
+		case hb.FirstOffset < ha.FirstOffset:
+			head := hb
+			head.LastOffset = ha.FirstOffset - 1
+			emit(head)
+			hb.FirstOffset = ha.FirstOffset
+		default: // same first offset
+			end := min(ha.LastOffset, hb.LastOffset)
+			w := hb
+			if comparePriority(&ha, &hb) > 0 {
+				w = ha
+			}
+			w.LastOffset = end
+			emit(w)
+			if ha.LastOffset == end {
+				haveA = false
+			} else {
+				ha.FirstOffset = end + 1
+			}
+			if hb.LastOffset == end {
+				haveB = false
+			} else {
+				hb.FirstOffset = end + 1
+			}
+		}
+	}
+}
+
+// mergeInto is combine(dst, add, start) for a dst that is canonical (sorted, disjoint,
+// coalesced) and owned by the caller: it reuses dst's array and touches only the part of
+// it that add overlaps or adjoins, so an update costs O(len(add) + log len(dst)) plus a
+// memmove, not a copy of the whole state. Replay applies thousands of updates per key.
+func mergeInto(dst, add []StateBatch, start int64) []StateBatch {
+	if start >= 0 {
+		k := sort.Search(len(dst), func(i int) bool { return dst[i].LastOffset >= start })
+		dst = dst[k:]
+		if len(dst) > 0 && dst[0].FirstOffset < start {
+			dst[0].FirstOffset = start
+		}
+	}
+	if len(add) == 0 {
+		return dst
+	}
+	if !disjoint(add) {
+		add = combine(nil, add, -1)
+	}
+	lo, hi := add[0].FirstOffset-1, add[len(add)-1].LastOffset+1 // adjoining batches may coalesce
+	i := sort.Search(len(dst), func(i int) bool { return dst[i].LastOffset >= lo })
+	j := sort.Search(len(dst), func(j int) bool { return dst[j].FirstOffset > hi })
+	return slices.Replace(dst, i, j, merge2(dst[i:j], add, start)...)
 }

@@ -1,8 +1,11 @@
 package sharestate
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func sb(first, last int64, state int8, count int16) StateBatch {
@@ -97,4 +100,25 @@ func TestCombineStagedBatchesStayDistinct(t *testing.T) {
 	if want := bl(sb(0, 2, 2, 1), staged(3, 4, 7, 0), sb(5, 9, 2, 1)); !slices.Equal(got, want) {
 		t.Fatalf("got %v", got)
 	}
+}
+
+// mergeInto must agree with combine on canonical state.
+func TestMergeIntoMatchesCombine(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var raw []StateBatch
+		for i := range rapid.IntRange(0, 6).Draw(rt, "old") {
+			raw = append(raw, drawBatch(rt, fmt.Sprint("o", i)))
+		}
+		old := combine(nil, raw, -1)
+		var add []StateBatch
+		for i := range rapid.IntRange(0, 4).Draw(rt, "new") {
+			add = append(add, drawBatch(rt, fmt.Sprint("n", i)))
+		}
+		start := rapid.Int64Range(-1, 15).Draw(rt, "start")
+		want := combine(old, add, start)
+		got := mergeInto(slices.Clone(old), add, start)
+		if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+			rt.Fatalf("mergeInto %v\ncombine %v", got, want)
+		}
+	})
 }

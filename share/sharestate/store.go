@@ -236,7 +236,7 @@ func (p *part) applyUpdate(k Key, v *updateValue) {
 		e.dcc = int64(v.DeliveryCompleteCount)
 	}
 	if len(v.Batches) > 0 || v.StartOffset != -1 {
-		e.batches = combine(e.batches, v.Batches, e.startOffset)
+		e.batches = mergeInto(e.batches, v.Batches, e.startOffset)
 	}
 	e.updates++
 	p.reindex(k, e)
