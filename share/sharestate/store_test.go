@@ -3,7 +3,9 @@ package sharestate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -366,5 +368,55 @@ func TestPruningAndColdSnapshots(t *testing.T) {
 	must(t, f.s.Delete(ctx, b))
 	if off, _ := f.s.LastRedundantOffset(0); off != 7 {
 		t.Fatalf("redundant offset with no keys %d", off)
+	}
+}
+
+// Concurrent callers on keys of the same and of different partitions; run with -race.
+// Afterwards the live state equals a replay.
+func TestConcurrentWritesReplayEqual(t *testing.T) {
+	f := newFixture(t, 4, 3)
+	keys := make([]Key, 16)
+	for i := range keys {
+		keys[i] = key(fmt.Sprint("g", i), int32(i))
+		must(t, f.s.Initialize(ctx, keys[i], 0, 0))
+	}
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			for j := range 50 {
+				o := int64(j)
+				b := sb(o, o, StateAcknowledged, 1)
+				if j%3 == 0 {
+					b = staged(o, o, 1, int64(i%2), 0, AckAccept)
+				}
+				if err := f.s.Write(ctx, k, 0, 0, o/2, -1, bl(b)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for p := range int32(4) {
+		wg.Go(func() {
+			for range 10 {
+				_, err := f.s.ApplyMarker(ctx, p, int64(p%2), 0, p%2 == 0, func(context.Context) error {
+					f.parts[p].AppendMarker(int64(p%2), 0, p%2 == 0, 0)
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	live := map[Key]State{}
+	for _, k := range keys {
+		live[k] = f.mustRead(k, 0)
+	}
+	f.restart()
+	for _, k := range keys {
+		if got := f.mustRead(k, 0); !reflect.DeepEqual(got, live[k]) {
+			t.Fatalf("%s: replay %+v\nlive %+v", k, got, live[k])
+		}
 	}
 }
