@@ -279,6 +279,19 @@ func (cl *cluster) resolve(ctx context.Context, t target) (*conn, error) {
 // connection failure (requestAttempts in all), and bounds each attempt by RequestTimeout
 // plus the request's own timeout.
 func (cl *cluster) do(ctx context.Context, t target, req kmsg.Request) (kmsg.Response, error) {
+	return cl.doWith(ctx, t, req, reqOpts{maxVersion: -1})
+}
+
+// reqOpts adjusts one request: a version cap (transactions v1 pin EndTxn, TxnOffsetCommit
+// and Produce below the versions that mean "transactions v2") and extra time for requests
+// the broker may hold (JoinGroup and SyncGroup wait for the rebalance).
+type reqOpts struct {
+	maxVersion int16 // < 0: no cap
+	extra      time.Duration
+}
+
+// doWith is do with options.
+func (cl *cluster) doWith(ctx context.Context, t target, req kmsg.Request, o reqOpts) (kmsg.Response, error) {
 	var lastErr error
 	for attempt := 0; attempt < requestAttempts; attempt++ {
 		if attempt > 0 {
@@ -289,7 +302,7 @@ func (cl *cluster) do(ctx context.Context, t target, req kmsg.Request) (kmsg.Res
 		c, err := cl.resolve(ctx, t)
 		if err == nil {
 			var resp kmsg.Response
-			resp, err = cl.doOn(ctx, c, req)
+			resp, err = cl.doOnWith(ctx, c, req, o)
 			if err == nil {
 				return resp, nil
 			}
@@ -307,7 +320,11 @@ func (cl *cluster) do(ctx context.Context, t target, req kmsg.Request) (kmsg.Res
 
 // doOn sends req on c with the request timeout applied.
 func (cl *cluster) doOn(ctx context.Context, c *conn, req kmsg.Request) (kmsg.Response, error) {
-	timeout := cl.cfg.requestTimeout
+	return cl.doOnWith(ctx, c, req, reqOpts{maxVersion: -1})
+}
+
+func (cl *cluster) doOnWith(ctx context.Context, c *conn, req kmsg.Request, o reqOpts) (kmsg.Response, error) {
+	timeout := cl.cfg.requestTimeout + o.extra
 	if tr, ok := req.(kmsg.TimeoutRequest); ok && tr.Timeout() > 0 {
 		timeout += time.Duration(tr.Timeout()) * time.Millisecond
 	}
@@ -316,7 +333,7 @@ func (cl *cluster) doOn(ctx context.Context, c *conn, req kmsg.Request) (kmsg.Re
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.do(rctx, req)
+	return c.doMax(rctx, req, o.maxVersion)
 }
 
 func isDialError(err error) bool {

@@ -49,8 +49,11 @@ type conn struct {
 	clientID *string
 	maxResp  int32
 
-	// versions is written once by handshake, before the conn is shared; read-only after.
+	// versions and features are written once by handshake, before the conn is shared;
+	// read-only after. features maps a finalized feature (transaction.version, ...) to its
+	// finalized max level, from ApiVersions v3+.
 	versions versionTable
+	features map[string]int16
 
 	// writeMu serialises writes and the push onto pending, so the pending order is the
 	// wire order.
@@ -149,6 +152,12 @@ func (c *conn) handshake(ctx context.Context) error {
 			return fmt.Errorf("client: %s: ApiVersions: %w", c.addr, err)
 		}
 		c.versions = negotiate(r.ApiKeys)
+		if len(r.FinalizedFeatures) > 0 {
+			c.features = make(map[string]int16, len(r.FinalizedFeatures))
+			for _, f := range r.FinalizedFeatures {
+				c.features[f.Name] = f.MaxVersionLevel
+			}
+		}
 		return nil
 	}
 	return fmt.Errorf("client: %s: ApiVersions: %w", c.addr, kerr.UnsupportedVersion)
@@ -156,7 +165,19 @@ func (c *conn) handshake(ctx context.Context) error {
 
 // do sends req at the negotiated version and waits for its response.
 func (c *conn) do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.doMax(ctx, req, -1)
+}
+
+// doMax is do with the version capped at hi (hi < 0: no cap). A cap below the lowest
+// version both sides support fails with UNSUPPORTED_VERSION.
+func (c *conn) doMax(ctx context.Context, req kmsg.Request, hi int16) (kmsg.Response, error) {
 	v := c.versions.get(req.Key())
+	if hi >= 0 && v > hi {
+		v = hi
+		if lo, _, _ := clientRange(req.Key()); v < lo {
+			v = -1
+		}
+	}
 	if v < 0 {
 		return nil, fmt.Errorf("client: %s does not support %s: %w", c.addr, kmsg.NameForKey(req.Key()), kerr.UnsupportedVersion)
 	}
@@ -175,6 +196,10 @@ func (c *conn) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 
 // version returns the negotiated version for key, -1 when the broker lacks it.
 func (c *conn) version(key int16) int16 { return c.versions.get(key) }
+
+// feature returns the finalized max level of a feature, 0 when the broker did not
+// finalize it (Kafka's "not enabled").
+func (c *conn) feature(name string) int16 { return c.features[name] }
 
 // send writes req (its version already set) and returns its call without waiting for the
 // response. Calls complete in send order. A produce request with acks=0 gets no response

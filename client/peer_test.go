@@ -26,6 +26,8 @@ type peer struct {
 	handle func(pc *peerConn, req *peerReq) kmsg.Response
 	// apiMax caps the versions the peer advertises (key → max), for negotiation tests.
 	apiMax map[int16]int16
+	// features are finalized feature levels advertised in ApiVersions v3+.
+	features map[string]int16
 
 	mu    sync.Mutex
 	conns []*peerConn
@@ -142,6 +144,12 @@ func (p *peer) apiVersions(req *peerReq) kmsg.Response {
 		ak := kmsg.NewApiVersionsResponseApiKey()
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, 0, hi
 		resp.ApiKeys = append(resp.ApiKeys, ak)
+	}
+	for name, level := range p.features {
+		f := kmsg.NewApiVersionsResponseFinalizedFeature()
+		f.Name, f.MinVersionLevel, f.MaxVersionLevel = name, level, level
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, f)
+		resp.FinalizedFeaturesEpoch = 1
 	}
 	return resp
 }

@@ -50,6 +50,14 @@ type ProducerConfig struct {
 	// UnknownTopicRetries is how many metadata refreshes Produce tries for a topic the
 	// broker does not know before failing the record. Default 4.
 	UnknownTopicRetries int
+
+	// TransactionalID makes the producer transactional (it requires idempotence): records
+	// are produced inside BeginTransaction ... CommitTransaction or AbortTransaction. See
+	// txn.go for the transaction methods.
+	TransactionalID string
+	// TransactionTimeout is how long the coordinator lets a transaction stay open before
+	// aborting it. Default 1m (Kafka's transaction.timeout.ms).
+	TransactionTimeout time.Duration
 }
 
 // Producer defaults.
@@ -81,6 +89,7 @@ type Producer struct {
 	idempotent  bool
 	cl          *cluster
 	partitioner Partitioner
+	txn         *txnState       // nil unless TransactionalID is set
 	ctx         context.Context // cancelled by Close after the final flush
 	cancel      context.CancelFunc
 
@@ -197,6 +206,12 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if idempotent && cfg.MaxInFlight > maxIdempotentInFlight {
 		return nil, fmt.Errorf("client: MaxInFlight %d > %d with idempotence", cfg.MaxInFlight, maxIdempotentInFlight)
 	}
+	if cfg.TransactionalID != "" && !idempotent {
+		return nil, errors.New("client: TransactionalID requires idempotence (AcksAll, DisableIdempotence false)")
+	}
+	if cfg.TransactionTimeout <= 0 {
+		cfg.TransactionTimeout = defaultTransactionTimeout
+	}
 	part := cfg.Partitioner
 	if part == nil {
 		part = DefaultPartitioner()
@@ -220,6 +235,9 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 		deliverDone: make(chan struct{}),
 	}
 	p.ids.cur = noProducerID
+	if cfg.TransactionalID != "" {
+		p.txn = newTxnState(p.cl, cfg.TransactionalID, cfg.TransactionTimeout)
+	}
 	go p.run()
 	go p.deliverLoop()
 	return p, nil
@@ -270,6 +288,16 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 		if p.closing {
 			p.mu.Unlock()
 			return ErrClosed
+		}
+		if p.txn != nil {
+			if err := p.txn.err(); err != nil {
+				p.mu.Unlock()
+				return err
+			}
+			if p.txn.phase != txnOpen {
+				p.mu.Unlock()
+				return ErrNoTransaction
+			}
 		}
 		if p.buffered == 0 || p.buffered+int64(size) <= p.cfg.MaxBufferedBytes {
 			break
@@ -533,8 +561,24 @@ func (p *Producer) sendReady() time.Duration {
 	for _, b := range expired {
 		b.finish(-1, b.expiredErr())
 	}
+	var canSend bool
+	switch {
+	case p.txn != nil:
+		if len(expired) > 0 {
+			p.txn.fail(expired[0].expiredErr())
+		}
+		canSend = p.txnCanSend()
+		if err := p.txn.err(); err != nil {
+			// A doomed transaction sends nothing more; fail what waits so that
+			// Commit and Abort (which flush) do not wait for delivery timeouts.
+			p.dropUnsent(err)
+		}
+	case !p.idempotent:
+		canSend = true
+	default:
+		canSend = p.ensureID() // ensureID pokes when the id arrives
+	}
 	p.deliver(expired)
-	canSend := !p.idempotent || p.ensureID() // ensureID pokes when the id arrives
 	if !canSend {
 		wakeIn = p.cl.cfg.retryBackoff // keep expiring records while waiting for an id
 	}
@@ -556,6 +600,9 @@ func (p *Producer) sendReady() time.Duration {
 				continue
 			}
 			pb.rewind = false
+		}
+		if p.txn != nil && !p.txnPartitionReady(pb.tp) {
+			continue // queued for AddPartitionsToTxn
 		}
 		next := pb.nextUnsent()
 		if next < 0 {
@@ -584,7 +631,13 @@ func (p *Producer) sendReady() time.Duration {
 			if s.inflight >= p.cfg.MaxInFlight {
 				continue
 			}
-			req = &produceReq{broker: leader, sink: s}
+			req = &produceReq{broker: leader, sink: s, maxVersion: -1}
+			if p.txn != nil {
+				req.transactional = true
+				if !p.txn.v2 {
+					req.maxVersion = tv1MaxProduce
+				}
+			}
 			byBroker[leader] = req
 			reqs = append(reqs, req)
 			s.inflight++
@@ -601,6 +654,9 @@ func (p *Producer) sendReady() time.Duration {
 		pb.broker = leader
 		req.batches = append(req.batches, b)
 		wakeIn = minPositive(wakeIn, b.created.Add(p.cfg.DeliveryTimeout).Sub(now))
+	}
+	if p.txn != nil && canSend {
+		p.maybeAddPartitions()
 	}
 	p.mu.Unlock()
 
@@ -848,6 +904,9 @@ type produceReq struct {
 	batches []*recBatch
 	call    *call
 	err     error
+	// maxVersion caps the Produce version (transactions v1: below v12); -1 for none.
+	maxVersion    int16
+	transactional bool
 }
 
 // sinkFor returns the broker's sink, starting it on first use (mu held).
@@ -882,6 +941,9 @@ func (p *Producer) write(r *produceReq) (*call, error) {
 		return nil, err
 	}
 	v := c.version(kmsg.Produce.Int16())
+	if r.maxVersion >= 0 {
+		v = min(v, r.maxVersion)
+	}
 	if v < 0 {
 		return nil, fmt.Errorf("client: broker %d: no usable Produce version: %w", r.broker, kerr.UnsupportedVersion)
 	}
@@ -891,7 +953,7 @@ func (p *Producer) write(r *produceReq) (*call, error) {
 	req.TimeoutMillis = int32(min(p.cl.cfg.requestTimeout.Milliseconds(), math.MaxInt32))
 	topicIdx := make(map[string]int)
 	for _, b := range r.batches {
-		enc, err := b.encode(p.cfg.Compression)
+		enc, err := b.encode(p.cfg.Compression, r.transactional)
 		if err != nil {
 			return nil, err
 		}
@@ -971,6 +1033,16 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 		if v.outcome == batchDone && errors.Is(err, kerr.DuplicateSequenceNumber) {
 			base = -1
 		}
+		if v.outcome == batchRetry && p.txn != nil && (p.txn.phase == txnAborting || p.txn.err() != nil) {
+			// The transaction is being aborted or is doomed: do not resend.
+			v.outcome = batchFail
+			if p.txn.phase == txnAborting {
+				err = fmt.Errorf("%w: %w", ErrTransactionAborted, err)
+			}
+			if b.seqGen != 0 && b.seqGen == p.ids.gen {
+				p.txn.bump = true
+			}
+		}
 		if v.outcome == batchRetry {
 			b.attempts++
 			b.lastErr = err
@@ -991,6 +1063,9 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 			}
 		case batchFail:
 			b.finish(-1, err)
+			if p.txn != nil {
+				p.txn.fail(err) // a record of the transaction was not written: abort
+			}
 			if p.idempotent && b.seqGen == p.ids.gen {
 				// The batch's sequence is used up or unknown to the broker; the
 				// partition's later sequences would not line up. Restart sequences.
@@ -1042,7 +1117,7 @@ func (pb *partBuf) nextUnsent() int {
 
 // encode returns the wire form of b for its current producer id and sequence, reusing the
 // previous encoding when a resend carries the same header.
-func (b *recBatch) encode(codec Compression) ([]byte, error) {
+func (b *recBatch) encode(codec Compression, transactional bool) ([]byte, error) {
 	key := batchKey{pid: b.pid, seq: b.seq}
 	if b.encoded != nil && b.encodedFor == key {
 		return b.encoded, nil
@@ -1050,6 +1125,9 @@ func (b *recBatch) encode(codec Compression) ([]byte, error) {
 	h := batch.NoProducer(0, b.firstTs)
 	if b.pid.id >= 0 {
 		h.ProducerID, h.ProducerEpoch, h.BaseSequence = b.pid.id, b.pid.epoch, b.seq
+		if transactional {
+			h.Attributes |= batch.AttrTransactional
+		}
 	}
 	enc, err := batch.Encode(nil, h, b.records, int8(codec))
 	if err != nil {

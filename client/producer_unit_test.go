@@ -109,7 +109,7 @@ func TestBatchEncodeRoundTrip(t *testing.T) {
 				want = append(want, r)
 			}
 			b.pid, b.seq = producerID{id: 42, epoch: 3}, 1000
-			enc, err := b.encode(codec)
+			enc, err := b.encode(codec, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,12 +141,12 @@ func TestBatchEncodeRoundTrip(t *testing.T) {
 				}
 			}
 			// A resend with the same header reuses the bytes; a new epoch re-encodes.
-			again, _ := b.encode(codec)
+			again, _ := b.encode(codec, false)
 			if &again[0] != &enc[0] {
 				t.Fatal("same header was re-encoded")
 			}
 			b.pid, b.seq = producerID{id: 42, epoch: 4}, 0
-			bumped, _ := b.encode(codec)
+			bumped, _ := b.encode(codec, false)
 			h2, err := batch.Parse(bumped)
 			if err != nil || h2.ProducerEpoch != 4 || h2.FirstSequence != 0 {
 				t.Fatalf("re-encoded header %+v, %v", h2, err)

@@ -19,7 +19,10 @@ func (t *versionTable) get(key int16) int16 {
 // clientRange is the version range the client is written for, per key. The upper bound is
 // kmsg's newest version except where a newer version changes what the client must do:
 //
-//   - Produce v13+ and Fetch v13+ name topics by topic id; the client uses names for now.
+//   - Produce v13+, Fetch v13+ and TxnOffsetCommit v6+ name topics by topic id; the client
+//     uses names for now.
+//   - AddPartitionsToTxn v4+ is the broker-to-broker (verify-only, batched) form; clients
+//     use v3 and older.
 //
 // The lower bound is what the client needs to work at all: record batches v2 (Produce v3,
 // Fetch v4) and, everywhere else, nothing beyond the first version.
@@ -38,6 +41,10 @@ func clientRange(key int16) (lo, hi int16, ok bool) {
 		lo = 1 // v0 returns offset arrays
 	case kmsg.Metadata:
 		lo = 1 // v0 cannot ask for "all topics" versus "no topics"
+	case kmsg.AddPartitionsToTxn:
+		hi = min(hi, 3)
+	case kmsg.TxnOffsetCommit:
+		hi = min(hi, 5) // v6 names topics by id
 	}
 	return lo, hi, true
 }
