@@ -683,10 +683,18 @@ func testHangingTransaction(t *testing.T, tb *testbroker.Broker, abortWithin tim
 	t.Logf("hanging transaction aborted; read_committed advanced past it %v after it began", time.Since(began).Round(time.Millisecond))
 
 	// After: aborted with a bumped epoch, no open transaction anywhere.
-	tx := describeTxn(t, adm, txnID)
-	if tx.State != "CompleteAbort" || tx.ProducerID != pid || tx.ProducerEpoch <= epoch {
-		t.Fatalf("after the timeout: %s is %q pid %d epoch %d, want CompleteAbort with pid %d and an epoch above %d (Kafka fences a timed-out producer)", txnID, tx.State, tx.ProducerID, tx.ProducerEpoch, pid, epoch)
-	}
+	// The markers are written before the coordinator records CompleteAbort, so the state
+	// may still read PrepareAbort for a moment after the LSO moved.
+	eventually(t, 10*time.Second, txnID+" completes its abort", func() error {
+		tx := describeTxn(t, adm, txnID)
+		if tx.State != "CompleteAbort" {
+			return fmt.Errorf("state %q", tx.State)
+		}
+		if tx.ProducerID != pid || tx.ProducerEpoch <= epoch {
+			t.Fatalf("after the timeout: %s is %q pid %d epoch %d, want pid %d and an epoch above %d (Kafka fences a timed-out producer)", txnID, tx.State, tx.ProducerID, tx.ProducerEpoch, pid, epoch)
+		}
+		return nil
+	})
 	open, err = adm.ListTransactions(ctx, nil, []string{"Ongoing"})
 	if err != nil {
 		t.Fatalf("ListTransactions: %v", err)
