@@ -13,16 +13,16 @@ import (
 // env is a coordinator over one in-memory __consumer_offsets partition with a fake
 // clock and a fake topic catalogue.
 type env struct {
-	t      testing.TB
-	mu     sync.Mutex
-	now    time.Time
-	topics map[string]topicMeta
-	log    *coordlog.Memory
-	c      *Coordinator
-	inits  []string // "group topic partition epoch start"
+	t        testing.TB
+	mu       sync.Mutex
+	now      time.Time
+	topics   map[string]topicMeta
+	log      *coordlog.Memory
+	c        *Coordinator
+	inits    []string // "group topic partition epoch start"
 	failInit bool
-	removed []memberRef
-	other   map[string]bool
+	removed  []memberRef
+	other    map[string]bool
 }
 
 type topicMeta struct {
