@@ -3,10 +3,12 @@ package compat
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,36 +23,12 @@ var mavenNetworkTrouble = regexp.MustCompile(`(?i)could not (be )?(transfer|reso
 // compression type an idempotent acks=all KafkaProducer sends 10k records with headers and
 // an assign()ed KafkaConsumer reads them back and verifies each. Main exits non-zero with a
 // "FAIL:" line on any mismatch.
-//
-// The first build downloads the jars into ~/.m2 (CI: Maven Central must be reachable once);
-// later builds use them without the network. If Maven cannot get them the test fails, saying
-// so: it never passes without running the Java client.
+// The build is buildJava's.
 func TestJavaClient(t *testing.T) {
-	mvn, errM := exec.LookPath("mvn")
-	java, errJ := exec.LookPath("java")
-	if errM != nil || errJ != nil {
-		t.Skipf("the Java interop suite needs mvn and java (JDK 17+) on PATH (Debian: apt-get install -y maven openjdk-17-jdk-headless); mvn: %v, java: %v", errM, errJ)
-	}
-	dir, err := filepath.Abs("java")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	start := time.Now()
-	out, err := runBounded(10*time.Minute, dir, mvn, "-q", "-B", "package", "-DskipTests")
-	if err != nil {
-		msg := "mvn package failed"
-		if mavenNetworkTrouble.MatchString(out) {
-			msg = "mvn package could not download its dependencies: Maven Central is unreachable and ~/.m2 does not have kafka-clients 4.4.0 and its plugins yet; this suite cannot pass without them"
-		}
-		t.Fatalf("%s (%v) after %v:\n%s", msg, err, time.Since(start).Round(time.Millisecond), tail(out))
-	}
-	t.Logf("mvn package: %v", time.Since(start).Round(time.Millisecond))
-
+	java, cp, dir := buildJava(t)
 	tb := testbroker.Start(t)
-	start = time.Now()
-	cp := filepath.Join(dir, "target", "classes") + string(filepath.ListSeparator) + filepath.Join(dir, "target", "lib", "*")
-	out, err = runBounded(5*time.Minute, dir, java, "-XX:+UseSerialGC", "-Xmx512m", "-cp", cp, "exactq.compat.Main", tb.Addr)
+	start := time.Now()
+	out, err := runBounded(5*time.Minute, dir, java, "-XX:+UseSerialGC", "-Xmx512m", "-cp", cp, "exactq.compat.Main", tb.Addr)
 	t.Logf("java Main (%v):\n%s", time.Since(start).Round(time.Millisecond), tail(out))
 	if err != nil {
 		fail := "(no FAIL line)"
@@ -81,4 +59,55 @@ func runBounded(limit time.Duration, dir, name string, args ...string) (string, 
 		return buf.String(), ctx.Err()
 	}
 	return buf.String(), err
+}
+
+var javaBuild struct {
+	once          sync.Once
+	java, cp, dir string
+	err, skip     string
+}
+
+// buildJava builds the Maven project in compat/java once per test process and returns the
+// java binary, the class path and the project directory. It skips when mvn or java is
+// missing and fails when the build does.
+//
+// The first build downloads the jars into ~/.m2 (CI: Maven Central must be reachable once);
+// later builds use them without the network. If Maven cannot get them the test fails,
+// saying so: it never passes without running the Java client.
+func buildJava(t *testing.T) (java, cp, dir string) {
+	t.Helper()
+	b := &javaBuild
+	b.once.Do(func() {
+		mvn, errM := exec.LookPath("mvn")
+		java, errJ := exec.LookPath("java")
+		if errM != nil || errJ != nil {
+			b.skip = fmt.Sprintf("the Java interop suites need mvn and java (JDK 17+) on PATH (Debian: apt-get install -y maven openjdk-17-jdk-headless); mvn: %v, java: %v", errM, errJ)
+			return
+		}
+		dir, err := filepath.Abs("java")
+		if err != nil {
+			b.err = err.Error()
+			return
+		}
+		start := time.Now()
+		out, err := runBounded(10*time.Minute, dir, mvn, "-q", "-B", "package", "-DskipTests")
+		if err != nil {
+			msg := "mvn package failed"
+			if mavenNetworkTrouble.MatchString(out) {
+				msg = "mvn package could not download its dependencies: Maven Central is unreachable and ~/.m2 does not have kafka-clients 4.4.0 and its plugins yet; this suite cannot pass without them"
+			}
+			b.err = fmt.Sprintf("%s (%v) after %v:\n%s", msg, err, time.Since(start).Round(time.Millisecond), tail(out))
+			return
+		}
+		t.Logf("mvn package: %v", time.Since(start).Round(time.Millisecond))
+		b.java, b.dir = java, dir
+		b.cp = filepath.Join(dir, "target", "classes") + string(filepath.ListSeparator) + filepath.Join(dir, "target", "lib", "*")
+	})
+	if b.skip != "" {
+		t.Skip(b.skip)
+	}
+	if b.err != "" {
+		t.Fatal(b.err)
+	}
+	return b.java, b.cp, b.dir
 }
