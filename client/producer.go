@@ -633,7 +633,7 @@ func (p *Producer) sendReady() time.Duration {
 			}
 			req = &produceReq{broker: leader, sink: s, maxVersion: -1}
 			if p.txn != nil {
-				req.transactional = true
+				req.transactionalID = &p.txn.id
 				if !p.txn.v2 {
 					req.maxVersion = tv1MaxProduce
 				}
@@ -905,8 +905,8 @@ type produceReq struct {
 	call    *call
 	err     error
 	// maxVersion caps the Produce version (transactions v1: below v12); -1 for none.
-	maxVersion    int16
-	transactional bool
+	maxVersion      int16
+	transactionalID *string // set for transactional batches (the broker requires it)
 }
 
 // sinkFor returns the broker's sink, starting it on first use (mu held).
@@ -950,10 +950,11 @@ func (p *Producer) write(r *produceReq) (*call, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(v)
 	req.Acks = p.cfg.Acks.wire()
+	req.TransactionID = r.transactionalID
 	req.TimeoutMillis = int32(min(p.cl.cfg.requestTimeout.Milliseconds(), math.MaxInt32))
 	topicIdx := make(map[string]int)
 	for _, b := range r.batches {
-		enc, err := b.encode(p.cfg.Compression, r.transactional)
+		enc, err := b.encode(p.cfg.Compression, r.transactionalID != nil)
 		if err != nil {
 			return nil, err
 		}

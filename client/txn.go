@@ -96,6 +96,9 @@ type txnState struct {
 	// that made the producer unusable.
 	abortable error
 	fatal     error
+	// forceV1 makes InitTransactions use transactions v1 whatever the broker finalized
+	// (tests of the v1 path against a v2 broker; set before the first InitTransactions).
+	forceV1 bool
 	// bump is set when sequence numbers may be out of step with the broker (a batch with
 	// a sequence was dropped, or the broker reported a gap): after the abort the epoch is
 	// bumped with InitProducerId (KIP-360), since a transactional producer cannot bump
@@ -357,7 +360,7 @@ func (p *Producer) initTxnID(ctx context.Context, bump bool) error {
 		}
 		return err
 	}
-	v2 := coordConn.feature("transaction.version") >= 2 &&
+	v2 := !t.forceV1 && coordConn.feature("transaction.version") >= 2 &&
 		coordConn.version(kmsg.EndTxn.Int16()) >= tv2MinEndTxn &&
 		coordConn.version(kmsg.Produce.Int16()) >= tv2MinProduce
 	p.mu.Lock()

@@ -199,6 +199,9 @@ func (tp *txnPeer) checkProduce(r *kmsg.ProduceRequest) {
 			if h.Attributes&batch.AttrTransactional == 0 {
 				tp.violations = append(tp.violations, "batch without the transactional bit")
 			}
+			if r.TransactionID == nil || *r.TransactionID != "tx" {
+				tp.violations = append(tp.violations, "produce request without the transactional id")
+			}
 			if !tp.v2 && !tp.inTxn[p.Partition] {
 				tp.violations = append(tp.violations, fmt.Sprintf("produce to partition %d before AddPartitionsToTxn", p.Partition))
 			}

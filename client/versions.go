@@ -19,8 +19,8 @@ func (t *versionTable) get(key int16) int16 {
 // clientRange is the version range the client is written for, per key. The upper bound is
 // kmsg's newest version except where a newer version changes what the client must do:
 //
-//   - Produce v13+, Fetch v13+ and TxnOffsetCommit v6+ name topics by topic id; the client
-//     uses names for now.
+//   - Produce v13+, Fetch v13+, OffsetCommit v10+, OffsetFetch v10+ and TxnOffsetCommit
+//     v6+ name topics by topic id; the client uses names for now.
 //   - AddPartitionsToTxn v4+ is the broker-to-broker (verify-only, batched) form; clients
 //     use v3 and older.
 //
@@ -45,6 +45,8 @@ func clientRange(key int16) (lo, hi int16, ok bool) {
 		hi = min(hi, 3)
 	case kmsg.TxnOffsetCommit:
 		hi = min(hi, 5) // v6 names topics by id
+	case kmsg.OffsetCommit, kmsg.OffsetFetch:
+		hi = min(hi, 9) // v10 names topics by id
 	}
 	return lo, hi, true
 }
