@@ -130,10 +130,12 @@ func (e *env) join(groupID, memberID string, topics ...string) *kmsg.ShareGroupH
 	return r
 }
 
-// settle heartbeats every member of the group until no epoch moves.
+// settle heartbeats every member of the group until no epoch moves for two rounds (a
+// round may finish share-state initialization, which the next round assigns).
 func (e *env) settle(groupID string, epochs map[string]int32) {
 	e.t.Helper()
-	for range 10 {
+	still := 0
+	for range 20 {
 		moved := false
 		for _, m := range sortedKeysStr(epochs) {
 			r := e.hb(groupID, m, epochs[m])
@@ -145,7 +147,9 @@ func (e *env) settle(groupID string, epochs map[string]int32) {
 				epochs[m] = r.MemberEpoch
 			}
 		}
-		if !moved {
+		if moved {
+			still = 0
+		} else if still++; still == 2 {
 			return
 		}
 	}
