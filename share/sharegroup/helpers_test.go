@@ -3,7 +3,6 @@ package sharegroup
 import (
 	"context"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/exactq/exactq/coordlog"
@@ -12,8 +11,15 @@ import (
 
 // env is a coordinator over one in-memory __consumer_offsets partition with a fake
 // clock and a fake topic catalogue.
+// tb is what both *testing.T and *rapid.T provide.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 type env struct {
-	t        testing.TB
+	t        tb
 	mu       sync.Mutex
 	now      time.Time
 	topics   map[string]topicMeta
@@ -32,7 +38,7 @@ type topicMeta struct {
 
 func tid(b byte) [16]byte { return [16]byte{b} }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t tb) *env {
 	e := &env{t: t, now: time.UnixMilli(1_000_000), topics: map[string]topicMeta{}, log: coordlog.NewMemory(0), other: map[string]bool{}}
 	e.open()
 	return e
@@ -187,4 +193,12 @@ func describeReq(ids ...string) *kmsg.ShareGroupDescribeRequest {
 	r := kmsg.NewPtrShareGroupDescribeRequest()
 	r.GroupIDs = ids
 	return r
+}
+
+func kmsgRecords(keys ...[]byte) []kmsg.Record {
+	var out []kmsg.Record
+	for _, k := range keys {
+		out = append(out, kmsg.Record{Key: k, Value: []byte{0, 0}})
+	}
+	return out
 }
