@@ -35,6 +35,36 @@ type ConsumerConfig struct {
 	ResetNone   bool
 	// DisableFetchSessions sends full fetches (no KIP-227 session).
 	DisableFetchSessions bool
+
+	// Group is the consumer group id; with it, Subscribe joins the group (classic
+	// protocol) and the group assigns partitions. See group.go.
+	Group string
+	// GroupInstanceID makes the member static (KIP-345): a restart with the same id
+	// within SessionTimeout gets its partitions back without a rebalance.
+	GroupInstanceID string
+	// SessionTimeout is how long the coordinator waits for a heartbeat before removing
+	// the member. Default 45s.
+	SessionTimeout time.Duration
+	// RebalanceTimeout is how long the coordinator waits for every member to rejoin
+	// during a rebalance (the time revocation callbacks may take). Default 60s.
+	RebalanceTimeout time.Duration
+	// HeartbeatInterval is the time between heartbeats. Default 3s.
+	HeartbeatInterval time.Duration
+	// Balancers are the assignors offered, in order of preference. The rebalance
+	// protocol is cooperative when all of them support it. Default
+	// CooperativeStickyBalancer().
+	Balancers []Balancer
+	// OnAssigned, OnRevoked and OnLost are called on the group's goroutine, with no
+	// lock held, when partitions are assigned (positions are already set to the
+	// committed offsets; the callback may Seek), revoked (after the auto commit of
+	// their positions; commit here what auto commit does not), or lost (the member
+	// fell out of the generation: do not commit, another member may own them). A
+	// Poll running at the same time may still return records of a revoked partition.
+	OnAssigned, OnRevoked, OnLost func(ctx context.Context, partitions []TopicPartition)
+	// DisableAutoCommit turns off committing UncommittedOffsets every
+	// AutoCommitInterval (default 5s), before revocation and on Close.
+	DisableAutoCommit  bool
+	AutoCommitInterval time.Duration
 }
 
 // Consumer defaults.
@@ -62,6 +92,7 @@ type Consumer struct {
 	wg     sync.WaitGroup
 
 	results chan *fetchResult
+	group   *groupMgr // nil without ConsumerConfig.Group
 
 	mu       sync.Mutex
 	parts    map[TopicPartition]*cpart
@@ -116,8 +147,26 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	default:
 		return nil, fmt.Errorf("client: ResetOffset must be Earliest or Latest, not %d", cfg.ResetOffset)
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = defaultSessionTimeout
+	}
+	if cfg.RebalanceTimeout <= 0 {
+		cfg.RebalanceTimeout = defaultRebalanceTimeout
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = defaultHeartbeatInterval
+	}
+	if cfg.AutoCommitInterval <= 0 {
+		cfg.AutoCommitInterval = defaultAutoCommitInterval
+	}
+	if len(cfg.Balancers) == 0 {
+		cfg.Balancers = []Balancer{CooperativeStickyBalancer()}
+	}
+	if cfg.GroupInstanceID != "" && cfg.Group == "" {
+		return nil, errors.New("client: GroupInstanceID without Group")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Consumer{
+	c := &Consumer{
 		cfg:      cfg,
 		cl:       newCluster(nc),
 		ctx:      ctx,
@@ -127,11 +176,16 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		sessions: make(map[int32]*fetchSession),
 		inflight: make(map[int32]bool),
 		backoff:  make(map[int32]time.Time),
-	}, nil
+	}
+	if cfg.Group != "" {
+		c.group = newGroupMgr(c)
+	}
+	return c, nil
 }
 
 // Assign replaces the assignment: each partition starts at its Offset (exact, Earliest or
-// Latest). Partitions already assigned keep their position unless listed again.
+// Latest). Partitions already assigned keep their position unless listed again. Not for
+// group members (Subscribe).
 func (c *Consumer) Assign(assignment map[TopicPartition]Offset) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -520,7 +574,9 @@ func decodePartition(tp TopicPartition, fetchOffset int64, raw []byte, aborted [
 	return out, next, nil
 }
 
-// Close stops fetching and closes the connections.
+// Close stops fetching and closes the connections. A group member first revokes its
+// partitions (auto-committing their positions unless disabled) and, unless static, leaves
+// the group.
 func (c *Consumer) Close() {
 	c.mu.Lock()
 	if c.closed {
@@ -531,6 +587,11 @@ func (c *Consumer) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	if c.group != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cl.cfg.requestTimeout)
+		c.group.leave(ctx)
+		cancel()
+	}
 	c.cl.close()
 }
 
