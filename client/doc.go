@@ -1,5 +1,6 @@
-// Package client is exactq's own Go client for the Kafka protocol: a Producer, a simple
-// Consumer (assigned partitions, no groups yet) and an Admin client.
+// Package client is exactq's own Go client for the Kafka protocol: a Producer (idempotent,
+// optionally transactional), a Consumer (assigned partitions, or a classic consumer group
+// member) and an Admin client.
 //
 // Every wire message is a kmsg request or response; record batches are encoded with
 // kmsg.RecordBatch and kmsg.Record and compressed with package compress. Errors a broker
@@ -11,7 +12,36 @@
 //	cluster.go    seed brokers, Metadata cache, broker id → connection
 //	producer*.go  batching, partitioning, idempotence (producerid.go), retries
 //	consumer.go   assigned-partition fetching with KIP-227 fetch sessions (fetchsession.go)
+//	coordinator.go FindCoordinator and the retry loop of coordinator exchanges
+//	group.go      consumer group membership (classic protocol): Subscribe, join/sync/heartbeat,
+//	              eager and cooperative (KIP-429) rebalances, offset commit and fetch
+//	balancer*.go  the range and cooperative-sticky assignors (Kafka's RangeAssignor and
+//	              AbstractStickyAssignor, same algorithm, members visited in id order)
+//	txn.go        transactions: InitTransactions, BeginTransaction, SendOffsetsToTransaction,
+//	              CommitTransaction, AbortTransaction
 //	admin.go      topic, config and offset administration
+//
+// Exactly-once consume-transform-produce:
+//
+//	c.Subscribe("in") // ConsumerConfig{Group: "g", IsolationLevel: ReadCommitted, DisableAutoCommit: true}
+//	for {
+//		recs, _ := c.Poll(ctx)
+//		p.BeginTransaction(ctx) // ProducerConfig{TransactionalID: "t-1"}
+//		... p.Produce(ctx, out, nil) per record ...
+//		p.SendOffsetsToTransaction(ctx, c.UncommittedOffsets(), c.GroupMetadata())
+//		if err := p.CommitTransaction(ctx); errors.Is(err, ErrTransactionAbortable) {
+//			p.AbortTransaction(ctx) // and Seek back to the last committed positions
+//		}
+//	}
+//
+// Transactional errors come in three classes: ErrProducerFatal (fenced by a newer producer
+// with the same id, kerr.ProducerFenced; not authorized; close the producer),
+// ErrTransactionAbortable (this transaction cannot commit; abort and retry), and everything
+// else (ctx or transport errors: call the same method again). The transaction protocol
+// version follows the coordinator's finalized transaction.version feature: with 2
+// (KIP-890) partitions join the transaction implicitly and every EndTxn bumps the epoch;
+// otherwise AddPartitionsToTxn (v3, batched per send round) precedes the first produce to
+// a partition. A transaction with neither records nor offsets ends without EndTxn.
 //
 // Each Producer, Consumer and Admin owns its own connections: a fetch long poll never
 // delays a produce response queued behind it on the same pipelined connection.
