@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// producerID is the identity stamped on idempotent (and, next, transactional) batches.
+// producerID is the identity stamped on idempotent and transactional batches.
 type producerID struct {
 	id    int64
 	epoch int16
@@ -21,9 +21,9 @@ var noProducerID = producerID{id: -1, epoch: -1}
 // owned by Producer.mu. Partitions do not cache the id; they remember the generation
 // their sequence numbers belong to and restart at sequence 0 when it changes.
 //
-// Transactions (next) add the transactional id, the coordinator and the fenced state
-// here: InitProducerId then goes to the transaction coordinator and an epoch bump is a
-// coordinator round trip instead of the local bump below.
+// A transactional producer (txn.go) never bumps locally: InitProducerId goes to the
+// transaction coordinator, an epoch bump after an abort is a coordinator round trip
+// (KIP-360), and under transactions v2 every EndTxn returns the next epoch.
 type idState struct {
 	cur producerID
 	// gen increases on every change of cur. Zero means "no id yet".
