@@ -68,6 +68,8 @@ type Broker struct {
 	// txn verifies transactional produce requests; nil until the transaction coordinator
 	// is wired, and transactional batches are refused meanwhile.
 	txn atomic.Pointer[txnVerifierBox]
+	// groupCfg holds GROUP config resource overrides.
+	groupCfg *groupConfigs
 	// coord holds the coordinators, started on first use.
 	coord coordinators
 	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
@@ -150,6 +152,9 @@ func (b *Broker) load() error {
 		return err
 	}
 	if b.pids, err = openProducerIDs(b.cfg.DataDir); err != nil {
+		return err
+	}
+	if b.groupCfg, err = openGroupConfigs(b.cfg.DataDir, b.cfg.BrokerConfigs); err != nil {
 		return err
 	}
 	recs, err := loadTopicRecords(b.topics.metaDir)

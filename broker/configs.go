@@ -42,6 +42,8 @@ func (b *Broker) handleDescribeConfigs(req *server.Request, r *kmsg.DescribeConf
 				res.ErrorCode = kerr.InvalidRequest.Code
 				res.ErrorMessage = strPtr("Unexpected broker id, expected " + strconv.Itoa(int(b.cfg.NodeID)) + " or empty string, but received " + rr.ResourceName)
 			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			res.Configs = b.groupCfg.describe(rr.ResourceName, rr.ConfigNames, r.IncludeDocumentation)
 		default:
 			res.ErrorCode = kerr.InvalidRequest.Code
 			res.ErrorMessage = strPtr("exactq does not serve configs of resource type " + rr.ResourceType.String())
@@ -129,11 +131,14 @@ func (b *Broker) handleIncrementalAlterConfigs(req *server.Request, r *kmsg.Incr
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		var aerr *adminError
-		if rr.ResourceType == kmsg.ConfigResourceTypeTopic {
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
 			aerr = b.alterTopicConfigs(rr.ResourceName, r.ValidateOnly, func(cur topicconfig.Set) (topicconfig.Set, error) {
 				return topicconfig.ApplyIncremental(cur, rr.Configs, b.defaults.topic)
 			})
-		} else {
+		case kmsg.ConfigResourceTypeGroupConfig:
+			aerr = b.groupCfg.alter(rr.ResourceName, rr.Configs, r.ValidateOnly)
+		default:
 			aerr = unsupportedAlter(rr.ResourceType)
 		}
 		if aerr != nil {

@@ -1,0 +1,124 @@
+package groupconfig
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func mustBroker(t *testing.T, kv map[string]string) *Broker {
+	t.Helper()
+	b, err := NewBroker(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestValidateBounds(t *testing.T) {
+	b := mustBroker(t, nil)
+	cases := []struct {
+		name, value string
+		ok          bool
+	}{
+		{ShareRecordLockDurationMs, "15000", true},
+		{ShareRecordLockDurationMs, "14999", false}, // below group.share.min.record.lock.duration.ms
+		{ShareRecordLockDurationMs, "60001", false}, // above the max
+		{ShareRecordLockDurationMs, "soon", false},
+		{ShareDeliveryCountLimit, "2", true},
+		{ShareDeliveryCountLimit, "1", false},
+		{ShareDeliveryCountLimit, "11", false},
+		{SharePartitionMaxRecordLock, "4000", true},
+		{SharePartitionMaxRecordLock, "99", false},
+		{ShareAutoOffsetReset, "earliest", true},
+		{ShareAutoOffsetReset, "by_duration:PT1H", true},
+		{ShareAutoOffsetReset, "by_duration:P1DT2H30M", true},
+		{ShareAutoOffsetReset, "by_duration:", false},
+		{ShareAutoOffsetReset, "none", false},
+		{ShareIsolationLevel, "read_committed", true},
+		{ShareIsolationLevel, "committed", false},
+		{ShareRenewAckEnable, "TRUE", true},
+		{ShareRenewAckEnable, "yes", false},
+		{"share.no.such", "1", false},
+	}
+	for _, c := range cases {
+		err := b.Validate(c.name, c.value)
+		if (err == nil) != c.ok {
+			t.Errorf("%s=%s: err %v, want ok=%v", c.name, c.value, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s=%s: %v is not INVALID_CONFIG", c.name, c.value, err)
+		}
+	}
+	// A broker that widens the bounds widens what groups may set.
+	wide := mustBroker(t, map[string]string{"group.share.max.record.lock.duration.ms": "3600000"})
+	if err := wide.Validate(ShareRecordLockDurationMs, "600000"); err != nil {
+		t.Errorf("within widened bounds: %v", err)
+	}
+}
+
+func TestIncrementalAndResolve(t *testing.T) {
+	b := mustBroker(t, nil)
+	set := func(name, v string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = name, kmsg.IncrementalAlterConfigOpSet, &v
+		return c
+	}
+	cur, err := b.ApplyIncremental(nil, []kmsg.IncrementalAlterConfigsRequestResourceConfig{set(ShareAutoOffsetReset, "earliest"), set(ShareDeliveryCountLimit, "3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.Resolve(cur)
+	if r.String(ShareAutoOffsetReset) != "earliest" || r.Int(ShareDeliveryCountLimit) != 3 || r.Int(ShareRecordLockDurationMs) != 30000 {
+		t.Fatalf("resolved %v", r.values)
+	}
+	del := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	del.Name, del.Op = ShareDeliveryCountLimit, kmsg.IncrementalAlterConfigOpDelete
+	cur, err = b.ApplyIncremental(cur, []kmsg.IncrementalAlterConfigsRequestResourceConfig{del})
+	if err != nil || b.Resolve(cur).Int(ShareDeliveryCountLimit) != 5 {
+		t.Fatalf("after delete: %v %v", cur, err)
+	}
+	// A session timeout not above the heartbeat interval is refused as a whole.
+	if _, err := b.ApplyIncremental(cur, []kmsg.IncrementalAlterConfigsRequestResourceConfig{set(ShareHeartbeatIntervalMs, "15000"), set(ShareSessionTimeoutMs, "45000")}); err != nil {
+		t.Fatalf("valid pair refused: %v", err)
+	}
+	if _, err := b.ApplyIncremental(nil, []kmsg.IncrementalAlterConfigsRequestResourceConfig{set(ShareAutoOffsetReset, "latest"), set(ShareAutoOffsetReset, "earliest")}); !errors.Is(err, kerr.InvalidRequest) {
+		t.Fatalf("duplicate keys: %v", err)
+	}
+}
+
+func TestDescribeSources(t *testing.T) {
+	b := mustBroker(t, nil)
+	cfgs := b.Describe(map[string]string{ShareIsolationLevel: "read_committed"}, nil, false)
+	found := 0
+	for _, c := range cfgs {
+		switch c.Name {
+		case ShareIsolationLevel:
+			found++
+			if *c.Value != "read_committed" || c.Source != kmsg.ConfigSourceGroupConfig {
+				t.Errorf("isolation: %v %v", *c.Value, c.Source)
+			}
+		case ShareAutoOffsetReset:
+			found++
+			if *c.Value != "latest" || c.Source != kmsg.ConfigSourceDefaultConfig {
+				t.Errorf("auto offset reset: %v %v", *c.Value, c.Source)
+			}
+		}
+	}
+	if found != 2 {
+		t.Fatalf("described %d of the two configs", found)
+	}
+}
+
+func TestByDuration(t *testing.T) {
+	for in, want := range map[string]int64{"by_duration:PT1H": 3600000, "by_duration:P1DT30M": 86400000 + 1800000, "by_duration:PT1.5S": 1500} {
+		if got, ok := ByDurationMs(in); !ok || got != want {
+			t.Errorf("%s: %d %v, want %d", in, got, ok, want)
+		}
+	}
+	if _, ok := ByDurationMs("latest"); ok {
+		t.Error("latest parsed as a duration")
+	}
+}
