@@ -48,8 +48,11 @@ type Config struct {
 	// version is the TxnOffsetCommit version: from v5 a transaction-version-2 client relies
 	// on the broker adding the partition implicitly.
 	VerifyTxn func(ctx context.Context, transactionalID string, pid int64, epoch int16, partition int32, version int16) int16
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// IsOtherGroupType reports that a group id is taken by a share group; a classic
+	// JoinGroup for it is refused. Nil: no other group types.
+	IsOtherGroupType func(groupID string) bool
+	Now              func() time.Time
+	Logger           *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -443,4 +446,17 @@ func (c *Coordinator) runParked(ctx context.Context, groupID string, fn func(s *
 		return fail(kerr.CoordinatorNotAvailable.Code), nil
 	}
 	return c.wait(ctx, tok, ch, conv, fail)
+}
+
+// Exists reports whether a classic group with this id exists (in any state but Dead), for
+// the share-group coordinator's check that group ids are not shared across group types.
+func (c *Coordinator) Exists(groupID string) bool {
+	p := c.partFor(groupID)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g, ok := p.shard.groups[groupID]
+	return ok && g.state != stateDead
 }

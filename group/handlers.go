@@ -21,6 +21,13 @@ func (c *Coordinator) JoinGroup(ctx context.Context, version int16, req *kmsg.Jo
 	if req.Group == "" {
 		return fail(errInvalidGroupID), nil
 	}
+	if c.cfg.IsOtherGroupType != nil && c.cfg.IsOtherGroupType(req.Group) {
+		// The id belongs to a share group: Kafka answers a classic join with
+		// INCONSISTENT_GROUP_PROTOCOL and no member id.
+		r := joinError("", kerr.InconsistentGroupProtocol.Code)
+		r.Version = version
+		return r, nil
+	}
 	if req.SessionTimeoutMillis < c.cfg.MinSessionTimeoutMs || req.SessionTimeoutMillis > c.cfg.MaxSessionTimeoutMs {
 		return fail(errInvalidSessionTimeout), nil
 	}
