@@ -198,6 +198,7 @@ func (sp *SharePartition) ackRecord(nowMs int64, b *batch, r *record, first, n i
 		r.clearOwner()
 		r.state = Acknowledged
 		sp.counters.Acknowledged += n
+		sp.complete += n
 	case AckRelease:
 		sp.counters.Released += n
 		sp.releaseRecord(r, first, n)
@@ -206,10 +207,12 @@ func (sp *SharePartition) ackRecord(nowMs int64, b *batch, r *record, first, n i
 		r.state = Archived
 		sp.counters.Rejected += n
 		sp.counters.Archived += n
+		sp.complete += n
 	case AckGap:
 		r.clearOwner()
 		r.state = Archived
 		sp.counters.Archived += n
+		sp.complete += n
 	}
 	c.add(first, first+n-1, r)
 }

@@ -217,6 +217,7 @@ func (a *acquisition) take(b *batch, r *record, first, n int64) bool {
 		r.clearOwner()
 		r.state = Archived
 		sp.counters.Archived += n
+		sp.complete += n
 		a.c.add(first, first+n-1, r)
 		return false
 	}
@@ -365,6 +366,7 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 				b.rec.clearOwner()
 				b.rec.state = Archived
 				sp.counters.Archived += b.len()
+				sp.complete += b.len()
 			}
 			continue
 		}
@@ -377,6 +379,7 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 				r.clearOwner()
 				r.state = Archived
 				sp.counters.Archived++
+				sp.complete++
 			}
 		}
 	}
@@ -434,6 +437,7 @@ func (sp *SharePartition) archiveAcquired(lo, hi int64) {
 			}
 		}
 		sp.counters.Archived += end - o + 1
+		sp.complete += end - o + 1
 		o = end + 1
 	}
 }

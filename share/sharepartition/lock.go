@@ -112,6 +112,7 @@ func (sp *SharePartition) releaseRecord(r *record, first, n int64) {
 	if r.count >= sp.cfg.DeliveryCountLimit || first < sp.spso {
 		r.state = Archived
 		sp.counters.Archived += n
+		sp.complete += n
 		return
 	}
 	r.state = Available

@@ -315,6 +315,9 @@ func (m *modelTest) check(t *rapid.T) {
 			t.Fatalf("NextDeadline %d %v, earliest lock %d", d, ok, minDeadline)
 		}
 	}
+	if n := sp.countComplete(); n != complete {
+		t.Fatalf("recounted delivery complete count %d, model %d", n, complete)
+	}
 	if snap := sp.Snapshot(); snap.DeliveryCompleteCount != complete {
 		t.Fatalf("delivery complete count %d, model %d", snap.DeliveryCompleteCount, complete)
 	}

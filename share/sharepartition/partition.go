@@ -99,6 +99,7 @@ type SharePartition struct {
 	mayHaveAvailable bool // false once NextFetchOffset found no AVAILABLE record; set again by any release
 	locks            lockHeap
 	txPending        int64 // records currently TX_PENDING
+	complete         int64 // terminal records at or above the SPSO (KIP-1226 DeliveryCompleteCount)
 	counters         Counters
 }
 
@@ -223,13 +224,16 @@ func (sp *SharePartition) advance() {
 			if !b.rec.state.Terminal() {
 				break
 			}
+			sp.complete -= b.last + 1 - sp.spso
 			sp.spso = b.last + 1
 			continue
 		}
-		k := sp.spso - b.first
+		k0 := sp.spso - b.first
+		k := k0
 		for k < int64(len(b.offs)) && b.offs[k].state.Terminal() {
 			k++
 		}
+		sp.complete -= k - k0
 		sp.spso = b.first + k
 		if k < int64(len(b.offs)) {
 			break
@@ -247,13 +251,16 @@ func (sp *SharePartition) advance() {
 	}
 }
 
-// deliveryCompleteCount counts terminal records at or above the SPSO
-// (KIP-1226's DeliveryCompleteCount).
-func (sp *SharePartition) deliveryCompleteCount() int64 {
+// deliveryCompleteCount is the number of terminal records at or above the
+// SPSO (KIP-1226's DeliveryCompleteCount), kept up to date by every transition.
+func (sp *SharePartition) deliveryCompleteCount() int64 { return sp.complete }
+
+// countComplete recounts deliveryCompleteCount from the batches.
+func (sp *SharePartition) countComplete() int64 {
 	var n int64
 	for _, b := range sp.batches {
 		if b.offs == nil {
-			if b.rec.state.Terminal() {
+			if b.rec.state.Terminal() && b.last >= sp.spso {
 				n += b.last - max(b.first, sp.spso) + 1
 			}
 			continue
@@ -434,6 +441,7 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 		}
 	}
 	sp.mayHaveAvailable = true
+	sp.complete = sp.countComplete()
 	sp.advance()
 	return sp, nil
 }

@@ -121,6 +121,7 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 		switch {
 		case commit:
 			sp.counters.TxnCommitted += n
+			sp.complete += n
 			r.state = commitTarget(t)
 			if r.state == Acknowledged {
 				sp.counters.Acknowledged += n
@@ -134,6 +135,7 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 			sp.counters.TxnAborted += n
 			sp.counters.ArchivedOnAbort += n
 			sp.counters.Archived += n
+			sp.complete += n
 			r.state = Archived
 		default:
 			sp.counters.TxnAborted += n
@@ -211,6 +213,7 @@ func (sp *SharePartition) AdvanceLogStart(logStartOffset int64) {
 	if sp.nextOffset < sp.spso {
 		sp.nextOffset = sp.spso
 	}
+	sp.complete = sp.countComplete()
 	sp.advance()
 }
 
