@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/topicconfig"
 )
 
 const (
@@ -560,20 +559,7 @@ const hangingCleanupIntervalMs = 200
 // interval (transaction.abort.timed.out.transaction.cleanup.interval.ms=200).
 func TestKgoHangingTransactionAborted(t *testing.T) {
 	cfg := map[string]string{"transaction.abort.timed.out.transaction.cleanup.interval.ms": fmt.Sprint(hangingCleanupIntervalMs)}
-	if _, err := topicconfig.NewBrokerDefaults(cfg); err != nil {
-		// The txn coordinator reads this config (broker/coordinators.go), but broker.Open
-		// validates configs against topicconfig's table, which lacks it, and refuses to
-		// start. TestKgoHangingTransactionAbortedDefaultInterval covers the behaviour
-		// with Kafka's default interval meanwhile.
-		t.Skipf("broker bug (reported): Kafka broker config refused: %v", err)
-	}
 	testHangingTransaction(t, testbroker.Start(t, testbroker.WithConfig(cfg)), 5*time.Second)
-}
-
-// TestKgoHangingTransactionAbortedDefaultInterval: the same with Kafka's default sweep
-// interval (10 s), which every exactq accepts.
-func TestKgoHangingTransactionAbortedDefaultInterval(t *testing.T) {
-	testHangingTransaction(t, testbroker.Start(t), 10*time.Second+5*time.Second)
 }
 
 // testHangingTransaction: a kgo transactional producer (transaction timeout 1 s) begins,
