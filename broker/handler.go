@@ -104,7 +104,7 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDeleteRecords(req, r)
 	case *kmsg.InitProducerIDRequest:
 		if r.TransactionalID != nil {
-			return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.InitProducerID(ctx, req.Version, r) })
+			return txnCall(b, ctx, req, r, (*txn.Coordinator).InitProducerID)
 		}
 		return b.handleInitProducerID(req, r)
 	case *kmsg.DescribeConfigsRequest:
@@ -120,61 +120,53 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	case *kmsg.DescribeProducersRequest:
 		return b.handleDescribeProducers(req, r)
 	case *kmsg.AddPartitionsToTxnRequest:
-		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.AddPartitionsToTxn(ctx, req.Version, r) })
+		return txnCall(b, ctx, req, r, (*txn.Coordinator).AddPartitionsToTxn)
 	case *kmsg.AddOffsetsToTxnRequest:
-		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.AddOffsetsToTxn(ctx, req.Version, r) })
+		return txnCall(b, ctx, req, r, (*txn.Coordinator).AddOffsetsToTxn)
 	case *kmsg.EndTxnRequest:
-		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.EndTxn(ctx, req.Version, r) })
+		return txnCall(b, ctx, req, r, (*txn.Coordinator).EndTxn)
 	case *kmsg.DescribeTransactionsRequest:
-		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.DescribeTransactions(ctx, req.Version, r) })
+		return txnCall(b, ctx, req, r, (*txn.Coordinator).DescribeTransactions)
 	case *kmsg.ListTransactionsRequest:
-		return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.ListTransactions(ctx, req.Version, r) })
+		return txnCall(b, ctx, req, r, (*txn.Coordinator).ListTransactions)
 	case *kmsg.TxnOffsetCommitRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.TxnOffsetCommit(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).TxnOffsetCommit)
 	case *kmsg.JoinGroupRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.JoinGroup(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).JoinGroup)
 	case *kmsg.SyncGroupRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.SyncGroup(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).SyncGroup)
 	case *kmsg.HeartbeatRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.Heartbeat(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).Heartbeat)
 	case *kmsg.LeaveGroupRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.LeaveGroup(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).LeaveGroup)
 	case *kmsg.OffsetCommitRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.OffsetCommit(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).OffsetCommit)
 	case *kmsg.OffsetFetchRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.OffsetFetch(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).OffsetFetch)
 	case *kmsg.DescribeGroupsRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.DescribeGroups(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).DescribeGroups)
 	case *kmsg.ListGroupsRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.ListGroups(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).ListGroups)
 	case *kmsg.DeleteGroupsRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.DeleteGroups(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).DeleteGroups)
 	case *kmsg.OffsetDeleteRequest:
-		return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
-			return g.OffsetDelete(ctx, req.Version, r)
-		})
+		return groupCall(b, ctx, req, r, (*group.Coordinator).OffsetDelete)
 	}
 	// The server only dispatches keys listed in APIs, so this is a programming error.
 	b.logger.Error("no handler for advertised API", "key", req.Key)
 	return server.Reply{Close: true}
+}
+
+// groupCall dispatches a request to a group-coordinator method.
+func groupCall[Q kmsg.Request](b *Broker, ctx context.Context, req *server.Request, r Q,
+	method func(*group.Coordinator, context.Context, int16, Q) (kmsg.Response, func() kmsg.Response)) server.Reply {
+	return b.groupReply(ctx, req, func(g *group.Coordinator, ctx context.Context) (kmsg.Response, func() kmsg.Response) {
+		return method(g, ctx, req.Version, r)
+	})
+}
+
+// txnCall dispatches a request to a transaction-coordinator method.
+func txnCall[Q kmsg.Request, S kmsg.Response](b *Broker, ctx context.Context, req *server.Request, r Q,
+	method func(*txn.Coordinator, context.Context, int16, Q) S) server.Reply {
+	return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return method(c, ctx, req.Version, r) })
 }
