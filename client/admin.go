@@ -92,13 +92,28 @@ func joinTopicErrs(rs []TopicResult) error {
 	return errors.Join(errs...)
 }
 
-// kerrWithMessage wraps a kerr error with the broker's message, if any.
+// BrokerError is a Kafka error code that came with the broker's own message. It prints as
+// "CODE: message" (the message replaces kerr's generic description of the code) and
+// unwraps to the kerr value, so errors.Is(err, kerr.TopicAlreadyExists) holds.
+type BrokerError struct {
+	Err     *kerr.Error
+	Message string
+}
+
+func (e *BrokerError) Error() string { return e.Err.Message + ": " + e.Message }
+func (e *BrokerError) Unwrap() error { return e.Err }
+
+// kerrWithMessage is the error for code: nil for 0, a BrokerError when the broker sent a
+// message, else the kerr value.
 func kerrWithMessage(code int16, msg *string) error {
-	err := kerr.ErrorForCode(code)
-	if err != nil && msg != nil && *msg != "" {
-		return fmt.Errorf("%w: %s", err, *msg)
+	ke := kerr.TypedErrorForCode(code)
+	if ke == nil {
+		return nil
 	}
-	return err
+	if msg != nil && *msg != "" {
+		return &BrokerError{Err: ke, Message: *msg}
+	}
+	return ke
 }
 
 // CreateTopics creates topics (or, with validateOnly, only checks they could be).

@@ -231,8 +231,15 @@ func (c *Consumer) Position(tp TopicPartition) (int64, error) {
 }
 
 // Poll returns the next records of the assigned partitions, in offset order per
-// partition, waiting until there are some or ctx is done (then it returns ctx's error).
-// Control batches, and with ReadCommitted the records of aborted transactions, are skipped.
+// partition. It waits until a fetch response moves some partition's position forward, or
+// ctx is done (then it returns ctx's error).
+//
+// Control batches, and with ReadCommitted the records of aborted transactions, are
+// skipped, but they still move positions: a fetch that only skips such batches makes Poll
+// return with no records (and a nil error) and Position past them. So a caller reading
+// up to fixed end offsets (ListOffsets Latest) can compare Position with them after every
+// Poll, without a timeout.
+
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	for {
 		c.mu.Lock()
@@ -253,7 +260,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		c.startFetches()
 		select {
 		case res := <-c.results:
-			if recs := c.handleFetch(res); len(recs) > 0 {
+			if recs, advanced := c.handleFetch(res); advanced {
 				return recs, nil
 			}
 		case <-ctx.Done():
@@ -420,20 +427,21 @@ func (c *Consumer) fetch(leader int32, plan fetchPlan, sent map[TopicPartition]i
 	}
 }
 
-// handleFetch applies one fetch result and returns the records it yields.
-func (c *Consumer) handleFetch(res *fetchResult) []*Record {
+// handleFetch applies one fetch result and returns the records it yields and whether it
+// moved some partition's position forward (with records, or past skipped batches only).
+func (c *Consumer) handleFetch(res *fetchResult) (out []*Record, advanced bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.inflight, res.broker)
 	if res.broker < 0 {
-		return nil
+		return nil, false
 	}
 	s := c.sessions[res.broker]
 	if res.err != nil {
 		s.reset()
 		c.needMeta = true
 		c.backoff[res.broker] = time.Now().Add(c.cl.cfg.retryBackoff)
-		return nil
+		return nil, false
 	}
 	if err := kerr.ErrorForCode(res.resp.ErrorCode); err != nil {
 		s.reset()
@@ -443,11 +451,10 @@ func (c *Consumer) handleFetch(res *fetchResult) []*Record {
 				c.pollErr = fmt.Errorf("client: fetch from broker %d: %w", res.broker, err)
 			}
 		}
-		return nil
+		return nil, false
 	}
 	s.succeeded(res.plan, res.resp.SessionID)
 
-	var out []*Record
 	var errs []error
 	for _, t := range res.resp.Topics {
 		for i := range t.Partitions {
@@ -476,6 +483,9 @@ func (c *Consumer) handleFetch(res *fetchResult) []*Record {
 			cp.hwm, cp.lso = rp.HighWatermark, rp.LastStableOffset
 			recs, next, err := decodePartition(tp, cp.offset, rp.RecordBatches, rp.AbortedTransactions, c.cfg.IsolationLevel == ReadCommitted)
 			out = append(out, recs...)
+			if next > cp.offset {
+				advanced = true
+			}
 			cp.offset = next
 			if err != nil {
 				errs = append(errs, err)
@@ -485,7 +495,7 @@ func (c *Consumer) handleFetch(res *fetchResult) []*Record {
 	if len(errs) > 0 {
 		c.pollErr = errors.Join(errs...)
 	}
-	return out
+	return out, advanced
 }
 
 // decodePartition decodes the batches of one partition's fetch answer, starting at

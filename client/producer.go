@@ -45,8 +45,11 @@ type ProducerConfig struct {
 	// MaxBufferedBytes bounds the records (key, value, headers) waiting for a response;
 	// Produce blocks while it is exceeded. Default 64 MiB.
 	MaxBufferedBytes int64
-	// AllowAutoTopicCreation asks the broker to create unknown topics on Metadata.
-	AllowAutoTopicCreation bool
+	// DisableAutoTopicCreation stops the producer from asking the broker to create unknown
+	// topics in its Metadata requests. By default it asks, as the Java client
+	// (allow.auto.create.topics) and kcat do; the broker's auto.create.topics.enable still
+	// decides.
+	DisableAutoTopicCreation bool
 	// UnknownTopicRetries is how many metadata refreshes Produce tries for a topic the
 	// broker does not know before failing the record. Default 4.
 	UnknownTopicRetries int
@@ -426,9 +429,9 @@ func (p *Producer) topicMeta(ctx context.Context, topic string) (*topicMeta, err
 	return nil, fmt.Errorf("client: topic %s: %w", topic, lastErr)
 }
 
-// refreshTopics fetches metadata for topics, asking for auto-creation when configured.
+// refreshTopics fetches metadata for topics, asking for auto-creation unless disabled.
 func (p *Producer) refreshTopics(ctx context.Context, topics []string) (*kmsg.MetadataResponse, error) {
-	if !p.cfg.AllowAutoTopicCreation {
+	if p.cfg.DisableAutoTopicCreation {
 		return p.cl.refreshMetadata(ctx, topics)
 	}
 	req := kmsg.NewPtrMetadataRequest()

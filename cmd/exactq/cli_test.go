@@ -117,8 +117,8 @@ func TestTopicLifecycle(t *testing.T) {
 		t.Errorf("create: %q", out)
 	}
 	_, _, err := run(t, t.Context(), runTopic, "", append([]string{"create", "orders"}, b...)...)
-	if !errors.Is(err, kerr.TopicAlreadyExists) {
-		t.Errorf("second create: %v, want TOPIC_ALREADY_EXISTS", err)
+	if !errors.Is(err, kerr.TopicAlreadyExists) || err.Error() != "topic orders: TOPIC_ALREADY_EXISTS: Topic 'orders' already exists." {
+		t.Errorf("second create: %v, want TOPIC_ALREADY_EXISTS with the broker's message only", err)
 	}
 	out = mustRun(t, runTopic, "", append([]string{"create", "dry", "--validate-only"}, b...)...)
 	if !strings.Contains(out, "validate only") {

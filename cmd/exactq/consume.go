@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/exactq/exactq/client"
 )
@@ -31,11 +29,6 @@ Prints records to stdout, one --format per record, written out after every fetch
   -q, --quiet               no status lines on stderr
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `
-
-// endCheckInterval bounds one Poll when reading up to fixed end offsets: the client's Poll
-// returns only with records, so a partition whose last offsets are control records (which
-// Poll skips) is seen to be done when a Poll times out and its Position is at the end.
-const endCheckInterval = time.Second
 
 // startPos is a parsed --from.
 type startPos struct {
@@ -253,16 +246,14 @@ func consumeLoop(ctx context.Context, c *client.Consumer, o consumeOptions, ends
 	var written int64
 	var buf []byte
 	for {
-		pctx, cancel := ctx, context.CancelFunc(func() {})
-		if !o.follow {
-			pctx, cancel = context.WithTimeout(ctx, endCheckInterval)
-		}
-		recs, err := c.Poll(pctx)
-		cancel()
+		// Poll also returns, without records, after a fetch that only skipped control
+		// batches or aborted records, so the positions below reach the end offsets even
+		// when the last offsets before them hold no records for us.
+		recs, err := c.Poll(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return written, nil // interrupted: a clean stop
-		case err != nil && !(errors.Is(err, context.DeadlineExceeded) && !o.follow):
+		case err != nil:
 			return written, err
 		}
 		buf = buf[:0]

@@ -106,11 +106,10 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return err
 	}
 	cfg := client.ProducerConfig{
-		Brokers:                f.brokerList(),
-		Net:                    netConfig(),
-		Acks:                   o.acks,
-		Compression:            o.codec,
-		AllowAutoTopicCreation: true, // the broker decides (auto.create.topics.enable)
+		Brokers:     f.brokerList(),
+		Net:         netConfig(),
+		Acks:        o.acks,
+		Compression: o.codec,
 	}
 	if o.partition >= 0 {
 		cfg.Partitioner = client.ManualPartitioner()
