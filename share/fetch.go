@@ -1,0 +1,524 @@
+package share
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/share/sharepartition"
+	"github.com/exactq/exactq/share/sharestate"
+)
+
+// ShareFetch serves ShareFetch v1-v2 (KafkaApis.handleShareFetchRequest,
+// SharePartitionManager.fetchMessages, DelayedShareFetch). It returns either the response
+// or a func that produces it, which the broker runs in server.Reply.Wait (it returns when
+// ctx ends). The func is returned when the answer depends on a store write (piggybacked
+// acknowledgements, a session close) or on a long poll (nothing acquirable yet and
+// MaxWaitMs > 0), and for SHARE_SESSION_LIMIT_REACHED, which Kafka delays by MaxWaitMs.
+//
+// Order of work: request checks; the share session; the piggybacked acknowledgements,
+// applied in memory at once (so a RELEASE is redeliverable by this very fetch); the
+// acquisition; then, in the wait, the acknowledgements' writes become durable, the long
+// poll runs, and a session closed with epoch -1 releases the member's records.
+func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, req *kmsg.ShareFetchRequest) (kmsg.Response, func() kmsg.Response) {
+	req.Version = version
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	fail := func(e *kerr.Error) (kmsg.Response, func() kmsg.Response) {
+		resp.ErrorCode = e.Code
+		resp.AcquisitionLockTimeoutMillis = 0
+		resp.Topics = nil
+		return resp, nil
+	}
+	if version < 1 {
+		return fail(kerr.UnsupportedVersion)
+	}
+	if req.GroupID == nil {
+		return fail(kerr.InvalidRequest)
+	}
+	if !validMemberID(req.MemberID) {
+		return fail(kerr.InvalidRequest)
+	}
+	renew := version >= 2 && req.IsRenewAck
+	if renew && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
+		return fail(kerr.InvalidRequest) // KIP-1222: a renewing fetch fetches nothing
+	}
+	group, member := *req.GroupID, *req.MemberID
+	key := sessionKey{group, member}
+	gc := m.cfg.Groups(group)
+	lockMs := int32(gc.partitionConfig().RecordLockDurationMs)
+
+	var reqParts []tp
+	hasAcks := false
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			reqParts = append(reqParts, tp{t.TopicID, p.Partition})
+			if len(p.AcknowledgementBatches) > 0 {
+				hasAcks = true
+			}
+		}
+	}
+	var forget []tp
+	for _, t := range req.ForgottenTopicsData {
+		for _, p := range t.Partitions {
+			forget = append(forget, tp{t.TopicID, p})
+		}
+	}
+
+	m.mu.Lock()
+	parts, dirty, serr := m.sessions.fetchContext(key, req.ShareSessionEpoch, connID, hasAcks, reqParts, forget)
+	m.mu.Unlock()
+	if serr == kerr.ShareSessionLimitReached {
+		// Kafka answers after MaxWaitMs (createIdleShareFetchTimerTask), so a client does
+		// not spin on a full cache.
+		return nil, func() kmsg.Response {
+			m.sleep(ctx, m.maxWait(req.MaxWaitMillis))
+			r, _ := fail(serr)
+			return r
+		}
+	}
+	if serr != nil {
+		return fail(serr)
+	}
+
+	// Piggybacked acknowledgements: when any are present, every partition of the request
+	// gets an acknowledgement result (Kafka's emptyAcknowledgements answer NONE).
+	var acks []ackResult
+	if hasAcks {
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				acks = append(acks, m.acknowledge(group, member, tp{t.TopicID, p.Partition},
+					fetchAckBatches(p.AcknowledgementBatches), version >= 2, renew))
+			}
+		}
+	}
+
+	final := req.ShareSessionEpoch == finalEpoch
+	f := &fetch{
+		m: m, ctx: ctx, group: group, member: member, gc: gc,
+		epoch: req.ShareSessionEpoch, parts: parts,
+		minBytes: req.MinBytes, maxBytes: req.MaxBytes, maxRecords: req.MaxRecords,
+		batchSize: req.BatchSize, mode: sharepartition.BatchOptimized,
+	}
+	if version >= 2 && req.ShareAcquireMode == 1 {
+		f.mode = sharepartition.RecordLimit
+	}
+	doFetch := !final && !renew && len(parts) > 0
+	wait := m.maxWait(req.MaxWaitMillis)
+	ready := true
+	if doFetch {
+		ready = f.attempt(wait <= 0)
+	}
+
+	finish := func() kmsg.Response {
+		for i := range acks {
+			acks[i].wait()
+		}
+		if final {
+			m.closeSession(key, true)
+		}
+		resp.AcquisitionLockTimeoutMillis = lockMs
+		initial := req.ShareSessionEpoch == initialEpoch
+		sent := f.fill(resp, acks, dirty, initial)
+		if !final {
+			m.mu.Lock()
+			m.sessions.responded(key, sent)
+			m.mu.Unlock()
+		}
+		return resp
+	}
+	pending := final
+	for i := range acks {
+		if acks[i].w != nil {
+			pending = true
+		}
+	}
+	if ready && !pending {
+		return finish(), nil
+	}
+	return nil, func() kmsg.Response {
+		if !ready {
+			f.longPoll(wait)
+		}
+		return finish()
+	}
+}
+
+// validMemberID is KafkaApis.isMemberIdValid.
+func validMemberID(id *string) bool { return id != nil && *id != "" && len(*id) <= 36 }
+
+func (m *Manager) maxWait(ms int32) time.Duration {
+	return min(time.Duration(max(ms, 0))*time.Millisecond, m.cfg.MaxWait)
+}
+
+// sleep waits d or until ctx ends, on the injected timer.
+func (m *Manager) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := m.cfg.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
+	}
+}
+
+// fetch is one ShareFetch's acquisition across its session's partitions.
+type fetch struct {
+	m             *Manager
+	ctx           context.Context
+	group, member string
+	gc            GroupConfig
+	epoch         int32
+	parts         []tp
+
+	minBytes, maxBytes    int32
+	maxRecords, batchSize int32
+	mode                  sharepartition.AcquireMode
+
+	results map[tp]*partResult
+}
+
+// partResult is one partition's part of the response.
+type partResult struct {
+	err      *kerr.Error
+	records  []byte
+	acquired []sharepartition.AcquiredRecords
+}
+
+// attempt tries to acquire records on every partition of the session and reports
+// whether the fetch can be answered: something was acquired, a partition failed, or this
+// is the final attempt (no wait, or the long poll's time is up). With MinBytes > 1 the
+// readable bytes are measured first and nothing is acquired until there are enough, as
+// DelayedShareFetch does, so records are not held locked while the poll waits.
+func (f *fetch) attempt(final bool) bool {
+	if !final && f.minBytes > 1 {
+		n, failed := f.pass(false)
+		if n < int(f.minBytes) && !failed {
+			return false
+		}
+	}
+	n, failed := f.pass(true)
+	return final || failed || n > 0
+}
+
+// pass reads every partition once; with acquire it acquires and fills f.results and
+// returns the number of records acquired, else it returns the bytes readable.
+func (f *fetch) pass(acquire bool) (int, bool) {
+	nParts := len(f.parts)
+	maxBytes := f.maxBytes
+	if maxBytes <= 0 || maxBytes > f.m.cfg.MaxFetchBytes {
+		maxBytes = f.m.cfg.MaxFetchBytes
+	}
+	perPartition := max(maxBytes/int32(max(nParts, 1)), 1) // Kafka's PartitionMaxBytesStrategy.UNIFORM
+	budget := int(f.maxRecords)
+	if acquire {
+		f.results = make(map[tp]*partResult, nParts)
+	}
+	total, failed := 0, false
+	// Rotate by session epoch for fairness (Kafka's PartitionRotateStrategy).
+	start := 0
+	if nParts > 0 && f.epoch > 0 {
+		start = int(f.epoch) % nParts
+	}
+	for i := range nParts {
+		t := f.parts[(start+i)%nParts]
+		r := f.partition(t, perPartition, budget, acquire)
+		if r.err != nil {
+			failed = true
+		}
+		if acquire {
+			f.results[t] = r
+			for _, a := range r.acquired {
+				n := int(a.LastOffset - a.FirstOffset + 1)
+				budget -= n
+				total += n
+			}
+		} else {
+			total += len(r.records)
+		}
+	}
+	return total, failed
+}
+
+// partition reads and (with acquire) acquires one partition.
+func (f *fetch) partition(t tp, maxBytes int32, budget int, acquire bool) *partResult {
+	m := f.m
+	if _, ok := m.logs.TopicName(t.topicID); !ok {
+		return &partResult{err: kerr.UnknownTopicID}
+	}
+	if acquire && budget <= 0 {
+		return &partResult{}
+	}
+	key := sharestate.Key{GroupID: f.group, TopicID: t.topicID, Partition: t.partition}
+	p, err := m.lockedPartition(key)
+	if err != nil {
+		return &partResult{err: asKerr(err)}
+	}
+	defer p.mu.Unlock()
+	sp := p.sp
+	if pc := f.gc.partitionConfig(); pc != sp.Config() {
+		if err := sp.SetConfig(pc); err != nil {
+			m.cfg.Logger.Warn("invalid share group config", "group", f.group, "err", err)
+		}
+	}
+	if !sp.CanAcquire() {
+		return &partResult{}
+	}
+	offset := sp.NextFetchOffset()
+	rc := f.gc.readCommitted()
+	rr, err := m.logs.Read(t.topicID, t.partition, offset, maxBytes, rc)
+	if err != nil {
+		ke := logError(err)
+		if ke == kerr.OffsetOutOfRange {
+			// Retention moved the log start past the SPSO: move the SPSO and answer NONE
+			// with no data; the client fetches again (Kafka's updateCacheAndOffsets).
+			if start, lerr := m.logs.ListOffset(t.topicID, t.partition, -2); lerr == nil && start > sp.StartOffset() {
+				sp.AdvanceLogStart(start)
+				p.persistAndWake(sharepartition.Update{})
+			}
+			return &partResult{}
+		}
+		return &partResult{err: ke}
+	}
+	if rr.LogStartOffset > sp.StartOffset() {
+		sp.AdvanceLogStart(rr.LogStartOffset)
+		p.persistAndWake(sharepartition.Update{})
+	}
+	if !acquire {
+		return &partResult{records: rr.Records}
+	}
+	raw, fetched, err := splitBatches(rr.Records)
+	if err != nil {
+		m.cfg.Logger.Error("share fetch: corrupt log read", "key", key.String(), "err", err)
+		return &partResult{err: kerr.CorruptMessage}
+	}
+	if len(fetched) == 0 {
+		return &partResult{}
+	}
+	batchSize := int(f.batchSize)
+	if batchSize <= 0 {
+		batchSize = budget
+	}
+	areq := sharepartition.AcquireRequest{
+		Member:      f.member,
+		FetchOffset: offset,
+		Batches:     fetched,
+		MaxRecords:  budget,
+		BatchSize:   batchSize,
+		Mode:        f.mode,
+	}
+	if rc {
+		areq.Aborted = rr.Aborted
+	}
+	res := sp.Acquire(m.nowMs(), areq)
+	// Acquisitions are not persisted; only records archived at the delivery limit are,
+	// and nothing in this response depends on that write.
+	p.persist(res.Update)
+	if len(res.Records) == 0 {
+		return &partResult{}
+	}
+	return &partResult{acquired: res.Records, records: sliceBatches(raw, fetched, res.Records)}
+}
+
+// longPoll waits until records can be acquired, the wait ends or ctx ends
+// (DelayedShareFetch): it wakes when a partition's high watermark or LSO advances and when
+// a share partition's records may have become acquirable (acknowledgement, release, lock
+// expiry).
+func (f *fetch) longPoll(wait time.Duration) {
+	m := f.m
+	ch := make(chan struct{}, 1)
+	var cleanup []func()
+	defer func() {
+		for _, c := range cleanup {
+			c()
+		}
+	}()
+	for _, t := range f.parts {
+		cleanup = append(cleanup, m.logs.Watch(t.topicID, t.partition, ch))
+		key := sharestate.Key{GroupID: f.group, TopicID: t.topicID, Partition: t.partition}
+		m.mu.Lock()
+		p := m.parts[key]
+		m.mu.Unlock()
+		if p != nil {
+			p.addWaiter(ch)
+			cleanup = append(cleanup, func() { p.removeWaiter(ch) })
+		}
+	}
+	timer := m.cfg.NewTimer(wait)
+	defer timer.Stop()
+	// Something may have changed between the first attempt and the registration.
+	if f.attempt(false) {
+		return
+	}
+	for {
+		select {
+		case <-ch:
+			if f.attempt(false) {
+				return
+			}
+		case <-timer.C():
+			f.attempt(true)
+			return
+		case <-f.ctx.Done():
+			f.results = nil
+			return
+		}
+	}
+}
+
+// fill writes the fetch and acknowledgement results into resp and returns the partitions
+// it carried from the fetch, with whether each had an error, for the session. An initial
+// (epoch 0) response lists every partition of the session; a later one only those with
+// records, an error or a pending update. Partitions with only an acknowledgement result
+// are added with ErrorCode NONE (KafkaApis.combineShareFetchAndShareAcknowledgeResponses).
+func (f *fetch) fill(resp *kmsg.ShareFetchResponse, acks []ackResult, dirty map[tp]bool, initial bool) map[tp]bool {
+	type entry struct {
+		t  tp
+		rp kmsg.ShareFetchResponseTopicPartition
+	}
+	var order []*entry
+	idx := make(map[tp]*entry)
+	get := func(t tp) *kmsg.ShareFetchResponseTopicPartition {
+		if e := idx[t]; e != nil {
+			return &e.rp
+		}
+		e := &entry{t: t, rp: kmsg.NewShareFetchResponseTopicPartition()}
+		e.rp.Partition = t.partition
+		e.rp.CurrentLeader.LeaderID, e.rp.CurrentLeader.LeaderEpoch = -1, -1 // gotcha G12
+		e.rp.Records = []byte{}                                            // never null in v1+ (gotcha G1)
+		e.rp.AcquiredRecords = []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{}
+		idx[t] = e
+		order = append(order, e)
+		return &e.rp
+	}
+	sent := make(map[tp]bool)
+	for _, t := range f.parts {
+		r := f.results[t]
+		if r == nil {
+			r = &partResult{}
+		}
+		if !initial && r.err == nil && len(r.acquired) == 0 && !dirty[t] {
+			continue
+		}
+		rp := get(t)
+		if r.err != nil {
+			rp.ErrorCode = r.err.Code
+		}
+		if len(r.acquired) > 0 {
+			rp.Records = r.records
+			for _, a := range r.acquired {
+				ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+				ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.FirstOffset, a.LastOffset, a.DeliveryCount
+				rp.AcquiredRecords = append(rp.AcquiredRecords, ar)
+			}
+		}
+		sent[t] = r.err != nil
+	}
+	for i := range acks {
+		a := &acks[i]
+		rp := get(a.t)
+		rp.AcknowledgeErrorCode = errCode(a.err)
+		rp.AcknowledgeErrorMessage = errMessage(a.err)
+	}
+	topicIdx := make(map[[16]byte]int)
+	for _, e := range order {
+		ti, ok := topicIdx[e.t.topicID]
+		if !ok {
+			rt := kmsg.NewShareFetchResponseTopic()
+			rt.TopicID = e.t.topicID
+			resp.Topics = append(resp.Topics, rt)
+			ti = len(resp.Topics) - 1
+			topicIdx[e.t.topicID] = ti
+		}
+		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, e.rp)
+	}
+	return sent
+}
+
+func asKerr(err error) *kerr.Error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke
+	}
+	return kerr.UnknownServerError
+}
+
+// splitBatches cuts a log read into its batches and describes each for Acquire. Only
+// the header is read (no CRC pass over the data, which the log validated on append);
+// control batches are decoded to tell ABORT markers for read_committed.
+func splitBatches(b []byte) ([][]byte, []sharepartition.FetchedBatch, error) {
+	var raw [][]byte
+	var out []sharepartition.FetchedBatch
+	for len(b) > 0 {
+		if len(b) < batch.HeaderSize {
+			break // a log read never ends in a partial batch; be lenient as a consumer is
+		}
+		n := 12 + int(int32(binary.BigEndian.Uint32(b[8:12])))
+		if n < batch.HeaderSize || n > len(b) {
+			if n > len(b) {
+				break
+			}
+			return nil, nil, batch.ErrCorrupt
+		}
+		one := b[:n]
+		b = b[n:]
+		base := int64(binary.BigEndian.Uint64(one[0:8]))
+		attrs := int16(binary.BigEndian.Uint16(one[21:23]))
+		lastDelta := int32(binary.BigEndian.Uint32(one[23:27]))
+		fb := sharepartition.FetchedBatch{
+			BaseOffset:    base,
+			LastOffset:    base + int64(lastDelta),
+			ProducerID:    int64(binary.BigEndian.Uint64(one[43:51])),
+			Transactional: attrs&0x10 != 0,
+			Control:       attrs&0x20 != 0,
+		}
+		if fb.Control {
+			if h, err := batch.Parse(one); err == nil {
+				if mk, err := batch.ParseMarker(&h); err == nil {
+					fb.AbortMarker = !mk.Commit
+				}
+			}
+		}
+		raw = append(raw, one)
+		out = append(out, fb)
+	}
+	return raw, out, nil
+}
+
+// sliceBatches returns the batches overlapping the acquired ranges, from the one holding
+// the first acquired offset to the one holding the last (Kafka's maybeSliceFetchRecords).
+// Batches in between are sent whole even where another member holds them: clients keep
+// only the offsets listed in AcquiredRecords.
+func sliceBatches(raw [][]byte, fetched []sharepartition.FetchedBatch, acq []sharepartition.AcquiredRecords) []byte {
+	first, last := acq[0].FirstOffset, acq[0].LastOffset
+	for _, a := range acq[1:] {
+		first, last = min(first, a.FirstOffset), max(last, a.LastOffset)
+	}
+	lo, hi := -1, -1
+	for i, fb := range fetched {
+		if fb.LastOffset >= first && fb.BaseOffset <= last {
+			if lo < 0 {
+				lo = i
+			}
+			hi = i
+		}
+	}
+	if lo < 0 {
+		return []byte{}
+	}
+	n := 0
+	for _, r := range raw[lo : hi+1] {
+		n += len(r)
+	}
+	out := make([]byte, 0, n)
+	for _, r := range raw[lo : hi+1] {
+		out = append(out, r...)
+	}
+	return out
+}
