@@ -20,6 +20,15 @@
 //	txn.go        transactions: InitTransactions, BeginTransaction, SendOffsetsToTransaction,
 //	              CommitTransaction, AbortTransaction
 //	admin.go      topic, config and offset administration
+//	admin_coordinator.go  routing admin requests to group and transaction coordinators
+//	admin_groups.go       ListGroups, DescribeGroups (consumer-protocol decoding),
+//	              DeleteGroups, FetchOffsets
+//	admin_txn.go  ListTransactions, DescribeTransactions, DescribeProducers
+//
+// A broker's error message replaces kerr's generic description in the error text
+// (BrokerError: "TOPIC_ALREADY_EXISTS: Topic 'demo' already exists."); errors.Is with the
+// kerr value still holds. Consumer.Poll returns after every fetch that moved a position,
+// with no records when the fetch only skipped control batches or aborted records.
 //
 // Exactly-once consume-transform-produce:
 //
