@@ -391,7 +391,7 @@ func (f *fetch) fill(resp *kmsg.ShareFetchResponse, acks []ackResult, dirty map[
 		e := &entry{t: t, rp: kmsg.NewShareFetchResponseTopicPartition()}
 		e.rp.Partition = t.partition
 		e.rp.CurrentLeader.LeaderID, e.rp.CurrentLeader.LeaderEpoch = -1, -1 // gotcha G12
-		e.rp.Records = []byte{}                                            // never null in v1+ (gotcha G1)
+		e.rp.Records = []byte{}                                              // never null in v1+ (gotcha G1)
 		e.rp.AcquiredRecords = []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{}
 		idx[t] = e
 		order = append(order, e)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
@@ -287,7 +288,7 @@ type env struct {
 	mem    *coordlog.Memory
 	store  *sharestate.Store
 	m      *Manager
-	now    time.Time
+	clk    *clock
 	groups map[string]GroupConfig
 	maxSes int
 
@@ -304,7 +305,7 @@ const group = "g1"
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, logs: newFakeLogs(), mem: coordlog.NewMemory(0), now: time.UnixMilli(1_700_000_000_000), groups: map[string]GroupConfig{}}
+	e := &env{t: t, logs: newFakeLogs(), mem: coordlog.NewMemory(0), clk: &clock{t: time.UnixMilli(1_700_000_000_000)}, groups: map[string]GroupConfig{}}
 	e.logs.createTopic("a", topicA, 3)
 	e.logs.createTopic("b", topicB, 1)
 	e.start()
@@ -315,7 +316,7 @@ func newEnv(t *testing.T) *env {
 // start (re)creates the store and the manager over the same log: a broker restart.
 func (e *env) start() {
 	e.t.Helper()
-	st, err := sharestate.New(sharestate.Config{NumPartitions: 1, Now: func() time.Time { return e.now }}, []coordlog.Partition{e.mem})
+	st, err := sharestate.New(sharestate.Config{NumPartitions: 1, Now: func() time.Time { return e.clk.Now() }}, []coordlog.Partition{e.mem})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func (e *env) start() {
 			return DefaultGroupConfig()
 		},
 		MaxShareSessions: e.maxSes,
-		Now:              func() time.Time { return e.now },
+		Now:              func() time.Time { return e.clk.Now() },
 		NewTimer: func(d time.Duration) Timer {
 			ft := &fakeTimer{c: make(chan time.Time, 1), d: d}
 			e.timersMu.Lock()
@@ -357,9 +358,33 @@ func (e *env) init(g string, topic [16]byte, p int32) {
 }
 
 func (e *env) advance(d time.Duration) {
-	e.now = e.now.Add(d)
+	e.clk.Add(d)
 	e.m.Tick()
 }
+
+// clock is the fake clock; the timer goroutine reads it concurrently.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// yield lets other goroutines run while a test waits for one to reach a point it cannot
+// signal (a long poll registering its watches): no sleeping.
+func yield() { runtime.Gosched() }
+
+type sharestateKey = sharestate.Key
 
 // settle waits for the writes started by calls that do not wait (MemberRemoved,
 // ConnClosed).
