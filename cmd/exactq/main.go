@@ -20,6 +20,10 @@ Usage:
   exactq serve [flags]        run a broker (zero config: ./exactq-data, 127.0.0.1:9092)
   exactq topic create|list|describe|delete|alter ...
                               manage topics
+  exactq group list|describe|delete ...
+                              list, describe (members, offsets, lag) and delete groups
+  exactq txn list|describe ...
+                              list and describe transactional ids
   exactq produce TOPIC        produce stdin lines as records
   exactq consume TOPIC        print records to stdout
   exactq bench [flags]        whole-system benchmark
@@ -35,6 +39,8 @@ type command func(ctx context.Context, args []string, stdin io.Reader, stdout, s
 
 var commands = map[string]command{
 	"topic":   runTopic,
+	"group":   runGroup,
+	"txn":     runTxn,
 	"produce": runProduce,
 	"consume": runConsume,
 	"version": runVersion,

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// fieldRows splits output into lines of whitespace-separated fields.
+func fieldRows(out string) [][]string {
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		rows = append(rows, strings.Fields(line))
+	}
+	return rows
+}
+
+// findRow returns the first row whose leading fields are prefix.
+func findRow(rows [][]string, prefix ...string) []string {
+	for _, r := range rows {
+		if len(r) >= len(prefix) && strings.Join(r[:len(prefix)], " ") == strings.Join(prefix, " ") {
+			return r
+		}
+	}
+	return nil
+}
+
+func TestGroupCommands(t *testing.T) {
+	tb := testbroker.Start(t)
+	b := []string{"-b", tb.Addr}
+	createTopic(t, tb.Addr, "orders", 2)
+	mustRun(t, runProduce, "a\nb\nc\n", "orders", "-b", tb.Addr, "--partition", "0")
+	mustRun(t, runProduce, "d\ne\nf\ng\n", "orders", "-b", tb.Addr, "--partition", "1")
+
+	// A group member that consumed everything and committed part of it.
+	c, err := client.NewConsumer(client.ConsumerConfig{
+		Brokers: []string{tb.Addr}, Net: client.NetConfig{ClientID: "billing-app"},
+		Group: "billing", DisableAutoCommit: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Subscribe("orders"); err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 7; {
+		recs, err := c.Poll(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += len(recs)
+	}
+	if err := c.CommitOffsets(t.Context(), map[client.TopicPartition]int64{{Topic: "orders", Partition: 0}: 2, {Topic: "orders", Partition: 1}: 4}); err != nil {
+		t.Fatal(err)
+	}
+	member := c.GroupMetadata().MemberID
+
+	if out := mustRun(t, runGroup, "", append([]string{"list"}, b...)...); out != "billing\n" {
+		t.Errorf("list: %q", out)
+	}
+	if out := mustRun(t, runGroup, "", append([]string{"list", "--state", "Empty,Dead"}, b...)...); out != "" {
+		t.Errorf("list --state Empty,Dead: %q", out)
+	}
+	rows := fieldRows(mustRun(t, runGroup, "", append([]string{"list", "-v"}, b...)...))
+	if len(rows) != 2 || strings.Join(rows[0], " ") != "GROUP STATE PROTOCOL-TYPE COORDINATOR" || strings.Join(rows[1], " ") != "billing Stable consumer 1" {
+		t.Errorf("list -v: %q", rows)
+	}
+
+	out, _, err := run(t, t.Context(), runGroup, "", append([]string{"describe", "billing", "ghost"}, b...)...)
+	if !errors.Is(err, kerr.GroupIDNotFound) || !strings.Contains(err.Error(), "ghost") {
+		t.Errorf("describe billing ghost: %v", err)
+	}
+	if want := "Group: billing\tState: Stable\tProtocol: cooperative-sticky (consumer)\tCoordinator: 1\tMembers: 1\n"; !strings.HasPrefix(out, want) {
+		t.Errorf("describe summary:\n%s\nwant prefix %q", out, want)
+	}
+	rows = fieldRows(out)
+	if m := findRow(rows, member); len(m) != 5 || m[1] != "-" || m[2] != "billing-app" || m[3] == "-" || m[4] != "orders-0,orders-1" {
+		t.Errorf("member row %q in:\n%s", m, out)
+	}
+	host := findRow(rows, member)[3]
+	for _, want := range [][]string{
+		{"TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER", "HOST", "CLIENT-ID"},
+		{"orders", "0", "2", "3", "1", member, host, "billing-app"},
+		{"orders", "1", "4", "4", "0", member, host, "billing-app"},
+	} {
+		if findRow(rows, want...) == nil {
+			t.Errorf("describe lacks row %q:\n%s", want, out)
+		}
+	}
+
+	_, _, err = run(t, t.Context(), runGroup, "", append([]string{"delete", "billing"}, b...)...)
+	if !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Errorf("delete a group with a member: %v", err)
+	}
+
+	// Without members the committed offsets still show, assigned to no one.
+	c.Close()
+	out = mustRun(t, runGroup, "", append([]string{"describe", "billing"}, b...)...)
+	if !strings.HasPrefix(out, "Group: billing\tState: Empty\tProtocol: - (consumer)\tCoordinator: 1\tMembers: 0\n") {
+		t.Errorf("describe an empty group:\n%s", out)
+	}
+	if findRow(fieldRows(out), "orders", "0", "2", "3", "1", "-", "-", "-") == nil {
+		t.Errorf("describe an empty group lacks the committed offset of orders-0:\n%s", out)
+	}
+
+	out = mustRun(t, runGroup, "", append([]string{"delete", "billing"}, b...)...)
+	if out != "Deleted group billing.\n" {
+		t.Errorf("delete: %q", out)
+	}
+	if out := mustRun(t, runGroup, "", append([]string{"list"}, b...)...); out != "" {
+		t.Errorf("list after delete: %q", out)
+	}
+	if _, _, err := run(t, t.Context(), runGroup, "", append([]string{"delete", "billing"}, b...)...); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Errorf("delete twice: %v", err)
+	}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/exactq/exactq/client"
+)
+
+const txnUsage = `Usage:
+  exactq txn list [--state STATE ...]
+  exactq txn describe ID...
+
+Flags (every subcommand):
+  -b, --brokers host:port[,...]   bootstrap brokers (default 127.0.0.1:9092)
+`
+
+// runTxn runs "exactq txn SUBCOMMAND ...".
+func runTxn(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
+	if len(args) == 0 {
+		return usagef("missing subcommand (list, describe)")
+	}
+	sub, args := args[0], args[1:]
+	var run func(context.Context, []string, io.Writer) error
+	switch sub {
+	case "list":
+		run = txnList
+	case "describe":
+		run = txnDescribe
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, txnUsage)
+		return errHelp
+	default:
+		return usagef("unknown subcommand %q (list, describe)", sub)
+	}
+	return withCmd(run(ctx, args, stdout), "txn "+sub)
+}
+
+func txnList(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newCmdFlags("txn list", `Usage: exactq txn list [flags]
+
+Prints every transactional id the brokers know, sorted, with its coordinator, producer id
+and state.
+
+      --state STATE         only ids in STATE: Empty, Ongoing, PrepareCommit,
+                            PrepareAbort, CompleteCommit, CompleteAbort or
+                            PrepareEpochFence (repeatable or comma-separated)
+  -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
+`, stdout)
+	var states listFlag
+	f.Var(&states, "state", "")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	adm, err := newAdmin(f)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	txns, err := adm.ListTransactions(ctx, client.TransactionFilter{States: splitList(states)})
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tPRODUCER-ID\tSTATE")
+	for _, t := range txns {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.TransactionalID, t.Coordinator, t.ProducerID, t.State)
+	}
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+func txnDescribe(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newCmdFlags("txn describe", `Usage: exactq txn describe ID... [flags]
+
+Describes transactional ids as kafka-transactions.sh describe does: coordinator, state,
+producer id and epoch, transaction timeout, when the open transaction started (UTC) and
+how long it has run, and the partitions in it.
+
+  -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
+`, stdout)
+	ids, err := f.parse(args, 1, -1)
+	if err != nil {
+		return err
+	}
+	adm, err := newAdmin(f)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	descs, err := adm.DescribeTransactions(ctx, ids...)
+	now := time.Now()
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tSTATE\tPRODUCER-ID\tEPOCH\tTIMEOUT-MS\tSTARTED\tDURATION-MS\tPARTITIONS")
+	for _, d := range descs {
+		if d.Err != nil {
+			continue // in err
+		}
+		started, duration := "-", "-"
+		if !d.StartTime.IsZero() {
+			started = d.StartTime.UTC().Format("2006-01-02T15:04:05.000Z")
+			duration = fmt.Sprint(max(now.Sub(d.StartTime).Milliseconds(), 0))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", d.TransactionalID, d.Coordinator, d.State,
+			d.ProducerID, d.ProducerEpoch, d.Timeout.Milliseconds(), started, duration, partitionList(d.Partitions))
+	}
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
