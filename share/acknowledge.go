@@ -120,18 +120,10 @@ func (m *Manager) acknowledge(group, member string, t tp, batches []sharepartiti
 		r.err = kerr.InvalidRequest
 		return r
 	}
-	p, err := m.lockedPartition(sharestate.Key{GroupID: group, TopicID: t.topicID, Partition: t.partition})
-	if err != nil {
-		r.err = err
-		return r
-	}
-	defer p.mu.Unlock()
-	u, err := p.sp.Acknowledge(m.nowMs(), member, batches)
-	if err != nil {
-		r.err = shareError(err)
-		return r
-	}
-	r.w = p.persistAndWake(u)
+	key := sharestate.Key{GroupID: group, TopicID: t.topicID, Partition: t.partition}
+	r.w, r.err = m.step(key, func(sp *sharepartition.SharePartition) (sharepartition.Update, error) {
+		return sp.Acknowledge(m.nowMs(), member, batches)
+	})
 	return r
 }
 

@@ -1,0 +1,78 @@
+// Package share is exactq's share-fetch path (KIP-932 as in Apache Kafka 4.4): ShareFetch
+// and ShareAcknowledge, share sessions, and the live share partitions that tie the
+// SharePartition state machine (share/sharepartition) to the share-state store
+// (share/sharestate, over __share_group_state) and to share-group membership
+// (share/sharegroup). Kafka's counterparts are SharePartitionManager, ShareSessionCache,
+// ShareFetchContext, DelayedShareFetch and KafkaApis.handleShareFetchRequest /
+// handleShareAcknowledgeRequest.
+//
+// # Shape
+//
+// Manager owns, under one mutex, the share sessions and the map of live share
+// partitions. A share partition is loaded lazily, on the first fetch or acknowledgement
+// that names it, by reading its persisted state (store.Read): ACQUIRED is never persisted,
+// so records in flight at a crash come back AVAILABLE; offsets acquired but never
+// persisted become acquirable gaps; a start offset of -1 is resolved with the group's
+// share.auto.offset.reset. Each live partition has its own mutex around its
+// SharePartition, which is a pure state machine: every step returns an Update.
+//
+// Persistence. Every non-empty Update is written with store.Write, in the order the
+// partition produced them (each write waits for its predecessor; a short-lived goroutine
+// per write, never one per partition or record), outside the partition's lock, so
+// fetches keep acquiring while an acknowledgement's write is being fsynced. Answers that
+// depend on a write wait for it: acknowledgements (ShareAcknowledge, piggybacked on
+// ShareFetch) and session closes. Acquisitions are not persisted, as in Kafka; records
+// archived at the delivery limit while acquiring are written but nothing waits for that.
+// A failed write answers its acknowledgement with the mapped error
+// (SharePartition.fetchPersisterError's mapping) and drops the partition instance; the
+// next use reloads it from the store, which is the truth. Writes after a failed one on
+// the same instance are not attempted.
+//
+// Lock expiry. One goroutine sleeps until the earliest SharePartition.NextDeadline of all
+// live partitions (a heap with one entry per partition) and calls Tick, which expires the
+// due locks and persists the changes. Config.ManualTick leaves Tick to the caller (tests,
+// with Config.Now as a fake clock).
+//
+// Long polls. A ShareFetch that acquires nothing and has MaxWaitMs > 0 returns a wait
+// func. It watches the session's partitions in the log (Logs.Watch: high watermark or
+// LSO advanced) and in the share partitions (an acknowledgement, release, lock expiry or
+// log-start move may have made records acquirable) and tries again on each signal, until
+// something is acquired, MaxWaitMs passes or ctx ends. With MinBytes > 1 nothing is
+// acquired until that many bytes are readable, as DelayedShareFetch does.
+//
+// Releases. A share session closed with epoch -1, the close of the connection that
+// created a session (ConnClosed), and a member leaving or being fenced (MemberRemoved)
+// release the member's ACQUIRED records on every live share partition of its group:
+// AVAILABLE again, or ARCHIVED at the delivery limit, delivery counts kept; TX_PENDING
+// records stay staged.
+//
+// # What the broker does (the adapter)
+//
+//   - Implements Logs over its partitions (Read like a consumer fetch with replica id -1,
+//     leader only; Watch on the high watermark/LSO; ListOffset; TopicName).
+//   - Creates the share-state store, then NewManager(Config{Groups: effective group
+//     configs, MaxShareSessions: group.share.max.share.sessions, MaxFetchBytes:
+//     fetch.max.bytes, Now, Logger}, logs, store); passes Manager.InitializeShareState as
+//     sharegroup.Config.InitializeShareState and Manager.MemberRemoved to
+//     Coordinator.OnMemberRemoved.
+//   - Dispatches ShareFetch (78) and ShareAcknowledge (79), v1-v2, to ShareFetch and
+//     ShareAcknowledge with the connection id; the returned response goes in
+//     server.Reply.Resp, the func in server.Reply.Wait (never both). Version 0 and the
+//     share.version feature gate are the broker's (UNSUPPORTED_VERSION).
+//   - Calls ConnClosed(connID) when a connection closes.
+//   - Serves DescribeShareGroupOffsets from Offsets, and `exactq share describe` from
+//     Describe.
+//   - Calls Close on shutdown, before closing the store and the logs.
+//
+// # Where exactq differs from Kafka
+//
+//   - InitializeShareState resolves share.auto.offset.reset when the group coordinator
+//     initializes a partition, not when the partition leader first loads it, so `latest`
+//     does not skip records produced between the assignment and the first fetch.
+//   - MemberRemoved releases the member's records; Kafka leaves them to the session
+//     close, the connection close or the lock expiry.
+//   - A release (session close, connection close) covers every live partition of the
+//     group, not only the partitions of the session.
+//   - Live share partitions are kept when a group has no sessions left (Kafka drops and
+//     reloads them); memory is bounded by the number of share partitions.
+package share
