@@ -127,6 +127,14 @@ func Open(cfg Config) (*Broker, error) {
 		lock.release()
 		return nil, err
 	}
+	if b.topics.get(shareGroupStateTopic) != nil {
+		if _, err := b.shares(); err != nil {
+			b.closeCoordinators()
+			b.closeLogs()
+			lock.release()
+			return nil, err
+		}
+	}
 	if b.topics.get(transactionStateTopic) != nil {
 		if _, err := b.txnCoordinator(); err != nil {
 			b.closeCoordinators()

@@ -29,9 +29,9 @@ func (b *Broker) handleFindCoordinator(req *server.Request, r *kmsg.FindCoordina
 			_, err = b.groupCoordinator()
 		case coordinatorTransaction:
 			_, err = b.txnCoordinator()
+		case coordinatorShare:
+			_, err = b.shares()
 		default:
-			// Share coordinators arrive with share groups; a client must not be sent to a
-			// coordinator that cannot serve it.
 			err = errNoCoordinator
 		}
 		switch {

@@ -21,6 +21,7 @@ type coordinators struct {
 	mu     sync.Mutex
 	groups *group.Coordinator // guarded by mu
 	txns   *txn.Coordinator   // guarded by mu
+	shares *shareStack        // guarded by mu
 }
 
 // groupCoordinator returns the group coordinator, creating __consumer_offsets and loading
@@ -53,9 +54,10 @@ func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
 			}
 			return "", false
 		},
-		VerifyTxn: b.verifyTxnOffsetCommit,
-		Now:       b.now,
-		Logger:    b.logger.With("component", "group-coordinator"),
+		VerifyTxn:        b.verifyTxnOffsetCommit,
+		IsOtherGroupType: b.isShareGroup,
+		Now:              b.now,
+		Logger:           b.logger.With("component", "group-coordinator"),
 	}, b.internalPartitions(offsetsTopic))
 	if err != nil {
 		return nil, fmt.Errorf("load group coordinator: %w", err)
@@ -161,6 +163,10 @@ func (b *Broker) brokerInt32(name string, def int32) int32 {
 func (b *Broker) closeCoordinators() {
 	b.coord.mu.Lock()
 	defer b.coord.mu.Unlock()
+	if b.coord.shares != nil {
+		b.coord.shares.close()
+		b.coord.shares = nil
+	}
 	if b.coord.txns != nil {
 		b.coord.txns.Close()
 		b.coord.txns = nil

@@ -45,6 +45,10 @@ var implemented = []int16{
 	61, // DescribeProducers
 	65, // DescribeTransactions
 	66, // ListTransactions
+	76, // ShareGroupHeartbeat
+	77, // ShareGroupDescribe
+	78, // ShareFetch
+	79, // ShareAcknowledge
 }
 
 // maxImplemented caps keys whose newest Kafka 4.4 versions are not served yet.
@@ -68,20 +72,39 @@ func (b *Broker) APIs() []server.APIRange {
 	return out
 }
 
-// Features implements server.Handler: transaction.version (KIP-890) is finalized at the
-// level the transaction coordinator implements. share.version comes with share groups.
+// finalizedFeatures are the feature levels this broker implements and finalizes:
+// transaction.version 2 (KIP-890) and share.version 1 (KIP-932 share groups, GA level).
+var finalizedFeatures = []struct {
+	name  string
+	level int16
+}{
+	{"share.version", 1},
+	{"transaction.version", transactionVersionLevel},
+}
+
+// Features implements server.Handler.
 func (b *Broker) Features(resp *kmsg.ApiVersionsResponse) {
-	sf := kmsg.NewApiVersionsResponseSupportedFeature()
-	sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, transactionVersionLevel
-	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", transactionVersionLevel, transactionVersionLevel
-	resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	for _, f := range finalizedFeatures {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = f.name, 0, f.level
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	}
 	resp.FinalizedFeaturesEpoch = 1
 }
 
 // ConnClosed implements server.Handler.
-func (b *Broker) ConnClosed(conn *server.ConnInfo) { b.sessions.connClosed(conn.ID) }
+func (b *Broker) ConnClosed(conn *server.ConnInfo) {
+	b.sessions.connClosed(conn.ID)
+	b.coord.mu.Lock()
+	s := b.coord.shares
+	b.coord.mu.Unlock()
+	if s != nil {
+		s.fetch.ConnClosed(conn.ID)
+	}
+}
 
 // Handle implements server.Handler: one request at a time per connection, in order.
 func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
@@ -131,6 +154,14 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return txnCall(b, ctx, req, r, (*txn.Coordinator).ListTransactions)
 	case *kmsg.TxnOffsetCommitRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).TxnOffsetCommit)
+	case *kmsg.ShareGroupHeartbeatRequest:
+		return b.handleShareGroupHeartbeat(ctx, req, r)
+	case *kmsg.ShareGroupDescribeRequest:
+		return b.handleShareGroupDescribe(ctx, req, r)
+	case *kmsg.ShareFetchRequest:
+		return b.handleShareFetch(ctx, req, r)
+	case *kmsg.ShareAcknowledgeRequest:
+		return b.handleShareAcknowledge(ctx, req, r)
 	case *kmsg.JoinGroupRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).JoinGroup)
 	case *kmsg.SyncGroupRequest:

@@ -18,19 +18,23 @@ const (
 	transactionStateTopic = "__transaction_state"
 )
 
-// ensureInternalTopic creates a coordinator's topic on first use, with the configs Kafka
-// gives its internal topics. Caller holds b.coord.mu.
+// ensureInternalTopic creates a coordinator's compacted topic on first use, with the
+// configs Kafka gives its internal topics. Caller holds b.coord.mu.
 func (b *Broker) ensureInternalTopic(name string, partitions int32) error {
+	return b.ensureInternalTopicWith(name, partitions, map[string]string{
+		"cleanup.policy":   "compact",
+		"compression.type": "producer",
+		"segment.bytes":    "104857600",
+	})
+}
+
+func (b *Broker) ensureInternalTopicWith(name string, partitions int32, configs map[string]string) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	if b.topics.get(name) != nil {
 		return nil
 	}
-	spec := topicSpec{name: name, partitions: partitions, configs: map[string]string{
-		"cleanup.policy":   "compact",
-		"compression.type": "producer",
-		"segment.bytes":    "104857600",
-	}}
+	spec := topicSpec{name: name, partitions: partitions, configs: configs}
 	if _, aerr := b.createTopic(spec); aerr != nil {
 		return fmt.Errorf("create internal topic %s: %s", name, aerr.msg)
 	}

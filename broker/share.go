@@ -1,0 +1,192 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/group"
+	"github.com/exactq/exactq/groupconfig"
+	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/share"
+	"github.com/exactq/exactq/share/sharegroup"
+	"github.com/exactq/exactq/share/sharestate"
+)
+
+// shareGroupStateTopic holds share partitions' persisted state. Unlike the other internal
+// topics it must not be compacted: its updates are deltas against the last snapshot.
+const shareGroupStateTopic = "__share_group_state"
+
+// shareStack is everything share groups need: the state store over __share_group_state,
+// the membership coordinator (which shares __consumer_offsets with classic groups) and the
+// share-fetch path.
+type shareStack struct {
+	store   *sharestate.Store
+	members *sharegroup.Coordinator
+	fetch   *share.Manager
+}
+
+// shares returns the share-group stack, creating its topic and loading it on first use.
+func (b *Broker) shares() (*shareStack, error) {
+	g, err := b.groupCoordinator()
+	if err != nil {
+		return nil, err
+	}
+	b.coord.mu.Lock()
+	defer b.coord.mu.Unlock()
+	if b.coord.shares != nil {
+		return b.coord.shares, nil
+	}
+	n := b.brokerInt32("share.coordinator.state.topic.num.partitions", 50)
+	if err := b.ensureInternalTopicWith(shareGroupStateTopic, n, map[string]string{
+		"cleanup.policy": "delete",
+		"retention.ms":   "-1",
+		"segment.bytes":  "104857600",
+	}); err != nil {
+		return nil, err
+	}
+	store, err := sharestate.New(sharestate.Config{
+		NumPartitions:      b.topics.get(shareGroupStateTopic).numPartitions(),
+		UpdatesPerSnapshot: int(b.brokerInt32("share.coordinator.snapshot.update.records.per.snapshot", 500)),
+		Now:                b.now,
+		Logger:             b.logger.With("component", "share-state"),
+	}, b.internalPartitions(shareGroupStateTopic))
+	if err != nil {
+		return nil, fmt.Errorf("load share-state store: %w", err)
+	}
+	mgr := share.NewManager(share.Config{
+		Groups:           b.shareGroupConfig,
+		MaxShareSessions: int(b.brokerInt32("group.share.max.share.sessions", 2000)),
+		Now:              b.now,
+		Logger:           b.logger.With("component", "share-fetch"),
+	}, shareLogs{b}, store)
+	members, err := sharegroup.New(sharegroup.Config{
+		NumPartitions:        b.topics.get(offsetsTopic).numPartitions(),
+		SessionTimeoutMs:     b.brokerInt32("group.share.session.timeout.ms", 45000),
+		HeartbeatIntervalMs:  b.brokerInt32("group.share.heartbeat.interval.ms", 5000),
+		MaxSize:              b.brokerInt32("group.share.max.size", 200),
+		AssignmentIntervalMs: int64(b.brokerInt32("group.share.assignment.interval.ms", 1000)),
+		Topics: func(name string) ([16]byte, int32, bool) {
+			t := b.topics.get(name)
+			if t == nil || t.internal {
+				return [16]byte{}, 0, false
+			}
+			return t.id, t.numPartitions(), true
+		},
+		IsOtherGroupType:     g.Exists,
+		InitializeShareState: mgr.InitializeShareState,
+		DeleteShareState: func(ctx context.Context, groupID string, topicID [16]byte, partition int32) error {
+			return store.Delete(ctx, sharestate.Key{GroupID: groupID, TopicID: topicID, Partition: partition})
+		},
+		Now:    b.now,
+		Logger: b.logger.With("component", "share-group-coordinator"),
+	}, b.internalPartitions(offsetsTopic))
+	if err != nil {
+		mgr.Close()
+		store.Close()
+		return nil, fmt.Errorf("load share-group coordinator: %w", err)
+	}
+	members.OnMemberRemoved(mgr.MemberRemoved)
+	b.coord.shares = &shareStack{store: store, members: members, fetch: mgr}
+	return b.coord.shares, nil
+}
+
+// isShareGroup reports whether a group id belongs to a share group (false before share
+// groups were ever used).
+func (b *Broker) isShareGroup(groupID string) bool {
+	b.coord.mu.Lock()
+	s := b.coord.shares
+	b.coord.mu.Unlock()
+	return s != nil && s.members.Exists(groupID)
+}
+
+// shareGroupConfig resolves a share group's effective configs for the fetch path.
+func (b *Broker) shareGroupConfig(groupID string) share.GroupConfig {
+	r := b.groupCfg.Resolve(groupID)
+	return share.GroupConfig{
+		AutoOffsetReset:         r.String(groupconfig.ShareAutoOffsetReset),
+		IsolationLevel:          r.String(groupconfig.ShareIsolationLevel),
+		RecordLockDurationMs:    r.Int(groupconfig.ShareRecordLockDurationMs),
+		DeliveryCountLimit:      r.Int(groupconfig.ShareDeliveryCountLimit),
+		PartitionMaxRecordLocks: r.Int(groupconfig.SharePartitionMaxRecordLock),
+		RenewAcknowledgeEnable:  r.Bool(groupconfig.ShareRenewAckEnable),
+	}
+}
+
+func (s *shareStack) close() {
+	s.members.Close()
+	s.fetch.Close()
+	s.store.Close()
+}
+
+// shareReply runs a share request: an immediate response or a long poll in Reply.Wait.
+func (b *Broker) shareReply(req *server.Request, call func(*shareStack) (kmsg.Response, func() kmsg.Response)) server.Reply {
+	s, err := b.shares()
+	if err != nil {
+		b.logger.Error("share groups unavailable", "err", err)
+		resp := req.Body.ResponseKind()
+		setTopLevelError(resp, kerr.CoordinatorNotAvailable.Code)
+		if d, ok := resp.(*kmsg.ShareGroupDescribeResponse); ok {
+			for _, id := range req.Body.(*kmsg.ShareGroupDescribeRequest).GroupIDs {
+				g := kmsg.NewShareGroupDescribeResponseGroup()
+				g.GroupID, g.ErrorCode = id, kerr.CoordinatorNotAvailable.Code
+				d.Groups = append(d.Groups, g)
+			}
+		}
+		return server.Reply{Resp: resp}
+	}
+	resp, wait := call(s)
+	if wait != nil {
+		return server.Reply{Wait: wait}
+	}
+	return server.Reply{Resp: resp}
+}
+
+// setTopLevelError sets the error of a share response that has a top-level error field.
+func setTopLevelError(resp kmsg.Response, code int16) {
+	switch r := resp.(type) {
+	case *kmsg.ShareGroupHeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.ShareFetchResponse:
+		r.ErrorCode = code
+	case *kmsg.ShareAcknowledgeResponse:
+		r.ErrorCode = code
+	}
+}
+
+func clientHost(req *server.Request) string {
+	if req.Conn != nil && req.Conn.RemoteAddr != nil {
+		if h, _, err := net.SplitHostPort(req.Conn.RemoteAddr.String()); err == nil {
+			return "/" + h
+		}
+	}
+	return ""
+}
+
+func (b *Broker) handleShareGroupHeartbeat(ctx context.Context, req *server.Request, r *kmsg.ShareGroupHeartbeatRequest) server.Reply {
+	ctx = sharegroup.WithClient(group.WithClient(ctx, group.Client{ID: req.ClientID, Host: clientHost(req)}), req.ClientID, clientHost(req))
+	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
+		return s.members.ShareGroupHeartbeat(ctx, req.Version, r), nil
+	})
+}
+
+func (b *Broker) handleShareGroupDescribe(ctx context.Context, req *server.Request, r *kmsg.ShareGroupDescribeRequest) server.Reply {
+	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
+		return s.members.ShareGroupDescribe(ctx, req.Version, r), nil
+	})
+}
+
+func (b *Broker) handleShareFetch(ctx context.Context, req *server.Request, r *kmsg.ShareFetchRequest) server.Reply {
+	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
+		return s.fetch.ShareFetch(ctx, req.Conn.ID, req.Version, r)
+	})
+}
+
+func (b *Broker) handleShareAcknowledge(ctx context.Context, req *server.Request, r *kmsg.ShareAcknowledgeRequest) server.Reply {
+	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
+		return s.fetch.ShareAcknowledge(ctx, req.Conn.ID, req.Version, r)
+	})
+}
