@@ -177,9 +177,9 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	case *kmsg.DescribeGroupsRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).DescribeGroups)
 	case *kmsg.ListGroupsRequest:
-		return groupCall(b, ctx, req, r, (*group.Coordinator).ListGroups)
+		return b.handleListGroups(ctx, req, r)
 	case *kmsg.DeleteGroupsRequest:
-		return groupCall(b, ctx, req, r, (*group.Coordinator).DeleteGroups)
+		return b.handleDeleteGroups(ctx, req, r)
 	case *kmsg.OffsetDeleteRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).OffsetDelete)
 	}

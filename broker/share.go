@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -189,4 +190,89 @@ func (b *Broker) handleShareAcknowledge(ctx context.Context, req *server.Request
 	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
 		return s.fetch.ShareAcknowledge(ctx, req.Conn.ID, req.Version, r)
 	})
+}
+
+// loadedShares returns the share stack if share groups were ever used, else nil.
+func (b *Broker) loadedShares() *shareStack {
+	b.coord.mu.Lock()
+	defer b.coord.mu.Unlock()
+	return b.coord.shares
+}
+
+// handleListGroups lists classic groups from the group coordinator and share groups from
+// the share-group coordinator, each honouring the v4/v5 state and type filters.
+func (b *Broker) handleListGroups(ctx context.Context, req *server.Request, r *kmsg.ListGroupsRequest) server.Reply {
+	reply := groupCall(b, ctx, req, r, (*group.Coordinator).ListGroups)
+	s := b.loadedShares()
+	if s == nil {
+		return reply
+	}
+	add := func(resp kmsg.Response) kmsg.Response {
+		if lr, ok := resp.(*kmsg.ListGroupsResponse); ok && lr.ErrorCode == 0 {
+			lr.Groups = append(lr.Groups, s.members.ListGroups(r.StatesFilter, r.TypesFilter)...)
+		}
+		return resp
+	}
+	if reply.Wait != nil {
+		wait := reply.Wait
+		reply.Wait = func() kmsg.Response { return add(wait()) }
+		return reply
+	}
+	reply.Resp = add(reply.Resp)
+	return reply
+}
+
+// handleDeleteGroups deletes share groups through the share-group coordinator (which also
+// deletes their share state) and classic groups through the group coordinator.
+func (b *Broker) handleDeleteGroups(ctx context.Context, req *server.Request, r *kmsg.DeleteGroupsRequest) server.Reply {
+	s := b.loadedShares()
+	var shareIDs, classic []string
+	for _, id := range r.Groups {
+		if s != nil && s.members.Exists(id) {
+			shareIDs = append(shareIDs, id)
+		} else {
+			classic = append(classic, id)
+		}
+	}
+	if len(shareIDs) == 0 {
+		return groupCall(b, ctx, req, r, (*group.Coordinator).DeleteGroups)
+	}
+	shareResults := func() []kmsg.DeleteGroupsResponseGroup {
+		var out []kmsg.DeleteGroupsResponseGroup
+		for _, id := range shareIDs {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group = id
+			if err := s.members.DeleteGroup(ctx, id); err != nil {
+				g.ErrorCode = kerr.UnknownServerError.Code
+				var ke *kerr.Error
+				if errors.As(err, &ke) {
+					g.ErrorCode = ke.Code
+				}
+			}
+			out = append(out, g)
+		}
+		return out
+	}
+	if len(classic) == 0 {
+		resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+		return server.Reply{Wait: func() kmsg.Response {
+			resp.Groups = shareResults()
+			return resp
+		}}
+	}
+	sub := *r
+	sub.Groups = classic
+	reply := groupCall(b, ctx, req, &sub, (*group.Coordinator).DeleteGroups)
+	merge := func(resp kmsg.Response) kmsg.Response {
+		if dr, ok := resp.(*kmsg.DeleteGroupsResponse); ok {
+			dr.Groups = append(dr.Groups, shareResults()...)
+		}
+		return resp
+	}
+	if reply.Wait != nil {
+		wait := reply.Wait
+		return server.Reply{Wait: func() kmsg.Response { return merge(wait()) }}
+	}
+	resp := reply.Resp
+	return server.Reply{Wait: func() kmsg.Response { return merge(resp) }}
 }

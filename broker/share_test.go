@@ -94,4 +94,21 @@ func TestKgoShareGroupDrainsQueueAcrossRestart(t *testing.T) {
 	if got[0] != "after-restart" {
 		t.Fatalf("after restart the share group received %q first; acknowledged records came back", got[0])
 	}
+	c.Close()
+
+	adm := kadm.NewClient(newClient(t, tb.Addr))
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := listed["sg"]; !ok {
+		t.Fatalf("ListGroups does not show the share group: %v", listed.Groups())
+	}
+	del, err := adm.DeleteGroups(ctx, "sg")
+	if err != nil || del["sg"].Err != nil {
+		t.Fatalf("delete share group: %v %v", err, del["sg"].Err)
+	}
+	if listed, _ = adm.ListGroups(ctx); len(listed) != 0 {
+		t.Fatalf("groups after delete: %v", listed.Groups())
+	}
 }
