@@ -49,6 +49,7 @@ var implemented = []int16{
 	77, // ShareGroupDescribe
 	78, // ShareFetch
 	79, // ShareAcknowledge
+	90, // DescribeShareGroupOffsets
 }
 
 // maxImplemented caps keys whose newest Kafka 4.4 versions are not served yet.
@@ -162,6 +163,8 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleShareFetch(ctx, req, r)
 	case *kmsg.ShareAcknowledgeRequest:
 		return b.handleShareAcknowledge(ctx, req, r)
+	case *kmsg.DescribeShareGroupOffsetsRequest:
+		return b.handleDescribeShareGroupOffsets(ctx, req, r)
 	case *kmsg.JoinGroupRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).JoinGroup)
 	case *kmsg.SyncGroupRequest:

@@ -276,3 +276,67 @@ func (b *Broker) handleDeleteGroups(ctx context.Context, req *server.Request, r 
 	resp := reply.Resp
 	return server.Reply{Wait: func() kmsg.Response { return merge(resp) }}
 }
+
+// handleDescribeShareGroupOffsets answers DescribeShareGroupOffsets (KIP-932, lag from
+// KIP-1226): per share partition its start offset (SPSO) and lag. A null topic list means
+// every share partition of the group this broker has loaded.
+func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *server.Request, r *kmsg.DescribeShareGroupOffsetsRequest) server.Reply {
+	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
+		resp := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+		return nil, func() kmsg.Response {
+			for _, rg := range r.Groups {
+				g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+				g.GroupID = rg.GroupID
+				if !s.members.Exists(rg.GroupID) {
+					g.ErrorCode = kerr.GroupIDNotFound.Code
+					resp.Groups = append(resp.Groups, g)
+					continue
+				}
+				topics := rg.Topics
+				if topics == nil {
+					byTopic := map[string]*kmsg.DescribeShareGroupOffsetsRequestGroupTopic{}
+					for _, d := range s.fetch.Describe(rg.GroupID) {
+						t := b.topics.getByID(d.TopicID)
+						if t == nil {
+							continue
+						}
+						rt := byTopic[t.name]
+						if rt == nil {
+							topics = append(topics, kmsg.DescribeShareGroupOffsetsRequestGroupTopic{Topic: t.name})
+							rt = &topics[len(topics)-1]
+							byTopic[t.name] = rt
+						}
+						rt.Partitions = append(rt.Partitions, d.Partition)
+					}
+				}
+				for _, rt := range topics {
+					gt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+					gt.Topic = rt.Topic
+					t := b.topics.get(rt.Topic)
+					if t != nil {
+						gt.TopicID = t.id
+					}
+					for _, idx := range rt.Partitions {
+						gp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+						gp.Partition, gp.LeaderEpoch = idx, leaderEpoch
+						if partitionOf(t, idx) == nil {
+							gp.ErrorCode, gp.StartOffset, gp.Lag = kerr.UnknownTopicOrPartition.Code, -1, -1
+						} else if start, lag, err := s.fetch.Offsets(ctx, rg.GroupID, t.id, idx); err != nil {
+							gp.ErrorCode, gp.StartOffset, gp.Lag = kerr.UnknownServerError.Code, -1, -1
+							var ke *kerr.Error
+							if errors.As(err, &ke) {
+								gp.ErrorCode = ke.Code
+							}
+						} else {
+							gp.StartOffset, gp.Lag = start, lag
+						}
+						gt.Partitions = append(gt.Partitions, gp)
+					}
+					g.Topics = append(g.Topics, gt)
+				}
+				resp.Groups = append(resp.Groups, g)
+			}
+			return resp
+		}
+	})
+}

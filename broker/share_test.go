@@ -97,6 +97,15 @@ func TestKgoShareGroupDrainsQueueAcrossRestart(t *testing.T) {
 	c.Close()
 
 	adm := kadm.NewClient(newClient(t, tb.Addr))
+	offs, err := adm.DescribeShareGroupOffsets(ctx, "sg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Everything was acknowledged: the share-partition start offset is past all 201 records
+	// and nothing is left to deliver.
+	if so := offs["sg"].Offsets["q"][0]; so.Err != nil || so.StartOffset != 201 || so.Lag != 0 {
+		t.Fatalf("share group offsets: %+v (group error %v), want start 201 and lag 0", so, offs["sg"].Err)
+	}
 	listed, err := adm.ListGroups(ctx)
 	if err != nil {
 		t.Fatal(err)
