@@ -48,7 +48,7 @@ func newAPITable(apis []APIRange) (t *apiTable, dropped []APIRange) {
 		apiVersions: APIRange{Key: 18, MinVersion: 0, MaxVersion: maxApiVersionsVersion},
 	}
 	for _, r := range apis {
-		body := kmsg.RequestForKey(r.Key)
+		body := r.newBody()
 		if body == nil {
 			dropped = append(dropped, r) // kmsg cannot decode it, so we cannot serve it
 			continue
@@ -129,7 +129,10 @@ func decodeRequest(frame []byte, apis *apiTable) (d decoded, err error) {
 			correlationID: d.correlationID, detail: detail}
 	}
 
-	body := kmsg.RequestForKey(d.key)
+	body := apis.ranges[d.key].newBody()
+	if body == nil {
+		body = kmsg.RequestForKey(d.key)
+	}
 	if body == nil {
 		return fail(ErrUnknownAPIKey, "kmsg does not know this key")
 	}
@@ -208,4 +211,13 @@ func skipTags(b []byte) ([]byte, bool) {
 		b = b[w+int(size):]
 	}
 	return b, true
+}
+
+// newBody returns an empty request of the range's key: the handler's own type for keys it
+// defines (NewRequest), else kmsg's, else nil.
+func (r APIRange) newBody() kmsg.Request {
+	if r.NewRequest != nil {
+		return r.NewRequest()
+	}
+	return kmsg.RequestForKey(r.Key)
 }

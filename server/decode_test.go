@@ -147,7 +147,7 @@ func TestNewAPITable(t *testing.T) {
 	if got := table.ranges[3]; got.MaxVersion != 13 {
 		t.Fatalf("metadata range %+v", got)
 	}
-	if got := table.apiVersions; got.MinVersion != 0 || got.MaxVersion != 3 || table.ranges[18] != got {
+	if got := table.apiVersions; got.MinVersion != 0 || got.MaxVersion != 3 || table.ranges[18].MaxVersion != got.MaxVersion || table.ranges[18].MinVersion != got.MinVersion {
 		t.Fatalf("api versions range %+v", got)
 	}
 	if len(dropped) != 2 || len(table.ranges) != 2 {

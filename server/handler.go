@@ -74,6 +74,9 @@ type APIRange struct {
 	Key        int16
 	MinVersion int16
 	MaxVersion int16
+	// NewRequest makes an empty request of this key for keys kmsg does not define
+	// (exactq's own messages, such as KIP-1289's TxnShareAcknowledge). Nil: kmsg's type.
+	NewRequest func() kmsg.Request
 }
 
 // Handler serves decoded requests. The server answers ApiVersions itself from APIs and
