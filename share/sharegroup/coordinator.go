@@ -569,3 +569,23 @@ func (c *Coordinator) Owns(groupID, memberID string, topicID [16]byte, partition
 	}
 	return g.members[memberID].assigned.has(topicID, partition)
 }
+
+// CheckMember validates a member id and epoch for KIP-1289 staging (exactq decision D7):
+// 0 when the member exists in the group with exactly this epoch; UNKNOWN_MEMBER_ID when the
+// group or member is unknown; FENCED_MEMBER_EPOCH when the epoch is stale or ahead.
+func (c *Coordinator) CheckMember(groupID, memberID string, epoch int32) int16 {
+	p := c.partFor(groupID)
+	if p == nil {
+		return kerr.NotCoordinator.Code
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.shard.groups[groupID]
+	if g == nil || g.members[memberID] == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if g.members[memberID].epoch != epoch {
+		return kerr.FencedMemberEpoch.Code
+	}
+	return 0
+}

@@ -442,3 +442,29 @@ func hbReq(groupID, memberID string, epoch int32, topics ...string) *kmsg.ShareG
 	}
 	return req
 }
+
+// KIP-1289 staging checks the member with its exact epoch (decision D7).
+func TestCheckMemberForTransactionalAcks(t *testing.T) {
+	e := newEnv(t)
+	e.setTopic("t", 1, 1)
+	e.join("g", "m1", "t")
+	r := e.hb("g", "m1", 1)
+	cases := []struct {
+		member string
+		epoch  int32
+		want   int16
+	}{
+		{"m1", r.MemberEpoch, 0},
+		{"m1", r.MemberEpoch - 1, kerr.FencedMemberEpoch.Code},
+		{"m1", r.MemberEpoch + 1, kerr.FencedMemberEpoch.Code},
+		{"nobody", 1, kerr.UnknownMemberID.Code},
+	}
+	for _, c := range cases {
+		if got := e.c.CheckMember("g", c.member, c.epoch); got != c.want {
+			t.Errorf("CheckMember(%s, %d) = %d, want %d", c.member, c.epoch, got, c.want)
+		}
+	}
+	if got := e.c.CheckMember("no-group", "m1", 1); got != kerr.UnknownMemberID.Code {
+		t.Errorf("unknown group: %d", got)
+	}
+}
