@@ -12,6 +12,16 @@
 //	EXACTQ_CRASH_CYCLES=100 EXACTQ_CRASH_SEED=1234 go test ./crashtest/
 //	EXACTQ_TEST_LOG=1 go test ./crashtest/ -v   # echo the brokers' stderr
 //
+// TestEOSPipelineCrashCycles kills the broker under a running exactly-once pipeline (kgo's
+// GroupTransactSession, consumer group + transactions + read_committed) and checks that the
+// committed output holds each input at most once (exactly once after a final drain), that
+// the group's committed offsets match it, and that transactions left open by a kill are
+// aborted at their timeout:
+//
+//	go test ./crashtest/ -run TestEOS -v                         # CI default: 20 cycles
+//	go test ./crashtest/ -run TestEOS -eos-cycles 300 -timeout 60m -v
+//	EXACTQ_EOS_CYCLES=300 EXACTQ_CRASH_SEED=1234 go test ./crashtest/ -run TestEOS -timeout 60m
+//
 // A seed fixes the sequence of decisions (kill delays, SIGKILL or SIGTERM, whether the
 // producers survive the restart, fsync policy, damage positions); the interleaving of
 // producer goroutines and the broker is not deterministic, so a replay reproduces the

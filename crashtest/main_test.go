@@ -74,10 +74,30 @@ func startBroker(t *testing.T, dataDir, listen, fsync string) *brokerproc.Proces
 	if os.Getenv("EXACTQ_TEST_LOG") != "" {
 		echo = os.Stderr
 	}
-	opts := brokerproc.Options{
+	return startBrokerOpts(t, brokerproc.Options{
 		Binary: exactqBin, DataDir: dataDir, Listen: listen, Fsync: fsync,
 		LogLevel: "info", Echo: echo,
+	})
+}
+
+// startBrokerOpts starts the broker with opts (Binary defaults to the built one) and kills
+// it at the end of the test.
+func startBrokerOpts(t *testing.T, opts brokerproc.Options) *brokerproc.Process {
+	t.Helper()
+	p, err := tryStartBroker(t, opts)
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
 	}
+	return p
+}
+
+// tryStartBroker is startBrokerOpts returning the error.
+func tryStartBroker(t *testing.T, opts brokerproc.Options) (*brokerproc.Process, error) {
+	t.Helper()
+	if opts.Binary == "" {
+		opts.Binary = exactqBin
+	}
+	listen := opts.Listen
 	p, err := brokerproc.Start(opts)
 	// A fixed port (a restart that clients reconnect to) can be briefly held by a client
 	// socket that the kernel gave it as an ephemeral local port; retry until it is free.
@@ -88,8 +108,8 @@ func startBroker(t *testing.T, dataDir, listen, fsync string) *brokerproc.Proces
 		p, err = brokerproc.Start(opts)
 	}
 	if err != nil {
-		t.Fatalf("start broker: %v", err)
+		return nil, err
 	}
 	t.Cleanup(p.Kill)
-	return p
+	return p, nil
 }
