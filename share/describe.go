@@ -40,13 +40,13 @@ func (m *Manager) Describe(groupID string) []PartitionDescription {
 			p.mu.Unlock()
 			continue
 		}
-		d := p.sp.Describe()
+		d, complete := p.sp.Describe(), p.sp.DeliveryCompleteCount()
 		p.mu.Unlock()
 		out = append(out, PartitionDescription{
 			TopicID:     p.key.TopicID,
 			Partition:   p.key.Partition,
 			StartOffset: d.StartOffset,
-			Lag:         m.lag(p.key, d.StartOffset, terminalCount(d)),
+			Lag:         m.lag(p.key, d.StartOffset, complete),
 			Window:      d,
 		})
 	}
@@ -72,9 +72,9 @@ func (m *Manager) Offsets(ctx context.Context, groupID string, topicID [16]byte,
 	if p != nil {
 		p.mu.Lock()
 		if !p.dropped && p.sp != nil {
-			d := p.sp.Describe()
+			spso, complete := p.sp.StartOffset(), p.sp.DeliveryCompleteCount()
 			p.mu.Unlock()
-			return d.StartOffset, m.lag(key, d.StartOffset, terminalCount(d)), nil
+			return spso, m.lag(key, spso, complete), nil
 		}
 		p.mu.Unlock()
 	}
@@ -94,15 +94,4 @@ func (m *Manager) lag(k sharestate.Key, spso, complete int64) int64 {
 		return -1
 	}
 	return max(end-spso-complete, 0)
-}
-
-// terminalCount is the number of ACKNOWLEDGED or ARCHIVED records in the window.
-func terminalCount(d sharepartition.Description) int64 {
-	var n int64
-	for _, r := range d.Records {
-		if r.State.Terminal() {
-			n += r.LastOffset - r.FirstOffset + 1
-		}
-	}
-	return n
 }

@@ -441,7 +441,6 @@ func (p *partition) persist(u sharepartition.Update) *write {
 	prev := p.tail
 	w := &write{done: make(chan struct{})}
 	p.tail = w.done
-	cfg := p.sp.Config()
 	p.m.writes.Add(1)
 	go func() {
 		defer p.m.writes.Done()
@@ -457,7 +456,7 @@ func (p *partition) persist(u sharepartition.Update) *write {
 		// Not the request's context: a client hanging up must not leave the outcome of a
 		// write unknown.
 		err := p.m.store.Write(context.Background(), p.key, u.StateEpoch, leaderEpoch, u.StartOffset,
-			u.DeliveryCompleteCount, toStoreBatches(u.Batches, cfg.DeliveryCountLimit))
+			u.DeliveryCompleteCount, toStoreBatches(u.Batches))
 		if err != nil {
 			p.m.cfg.Logger.Error("share state write failed; dropping the share partition", "key", p.key.String(), "err", err)
 			w.err = persisterError(err)
@@ -509,9 +508,10 @@ func (p *partition) removeWaiter(ch chan struct{}) {
 }
 
 // toStoreBatches converts a SharePartition Update's ranges to the store's shape. A
-// TX_PENDING range's abort state is decided here, where the delivery limit is known
-// (sharestate.StateBatch.TxnAbortState, decision D5).
-func toStoreBatches(in []sharepartition.StateBatch, deliveryLimit int16) []sharestate.StateBatch {
+// TX_PENDING range's commit and abort states are the ones decided at staging
+// (sharepartition.StateBatch.StagedDeliveryState and StagedAbortState, decision D5), so
+// the store resolves a marker exactly as the live partition does.
+func toStoreBatches(in []sharepartition.StateBatch) []sharestate.StateBatch {
 	out := make([]sharestate.StateBatch, len(in))
 	for i, b := range in {
 		sb := sharestate.StateBatch{
@@ -528,7 +528,7 @@ func toStoreBatches(in []sharepartition.StateBatch, deliveryLimit int16) []share
 				sb.TxnCommitState = int8(b.StagedDeliveryState)
 			}
 			sb.TxnAbortState = sharestate.StateAvailable
-			if b.DeliveryCount >= deliveryLimit {
+			if b.StagedAbortState == sharepartition.Archived {
 				sb.TxnAbortState = sharestate.StateArchived
 			}
 		}
@@ -555,12 +555,14 @@ func fromStoreState(st sharestate.State) sharepartition.Snapshot {
 			StagedProducerEpoch: -1,
 			StagedAckType:       -1,
 			StagedDeliveryState: -1,
+			StagedAbortState:    -1,
 		}
 		if b.DeliveryState == sharestate.StateTxPending {
 			sb.StagedProducerID = b.TxnProducerID
 			sb.StagedProducerEpoch = b.TxnProducerEpoch
 			sb.StagedAckType = sharepartition.AckType(b.TxnAckType)
 			sb.StagedDeliveryState = sharepartition.State(b.TxnCommitState)
+			sb.StagedAbortState = sharepartition.State(b.TxnAbortState)
 		}
 		snap.Batches[i] = sb
 	}

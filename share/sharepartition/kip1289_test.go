@@ -59,7 +59,7 @@ func TestStageTxnAcknowledgeFromAcquired(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	want := StateBatch{FirstOffset: 10, LastOffset: 14, DeliveryState: TxPending, DeliveryCount: 1,
-		StagedProducerID: 7, StagedProducerEpoch: 3, StagedAckType: AckAccept, StagedDeliveryState: Acknowledged}
+		StagedProducerID: 7, StagedProducerEpoch: 3, StagedAckType: AckAccept, StagedDeliveryState: Acknowledged, StagedAbortState: Available}
 	if len(u.Batches) != 1 || u.Batches[0] != want {
 		t.Fatalf("staging must persist the pending metadata: %+v", u.Batches)
 	}
@@ -355,5 +355,85 @@ func TestLogStartPastTxPendingArchives(t *testing.T) {
 	wantState(t, sp, 3, 4, TxPending, 1)
 	if sp.TxPendingRecords() != 2 {
 		t.Fatal(sp.TxPendingRecords())
+	}
+}
+
+// 42 (D5). The abort target is decided at staging: a delivery limit changed between
+// staging and the marker changes nothing, in memory or after a restore, so the
+// share partition and the store (which holds StagedAbortState) agree.
+func TestAbortTargetDecidedAtStaging(t *testing.T) {
+	limit := func(sp *SharePartition, n int16) {
+		cfg := testConfig()
+		cfg.DeliveryCountLimit = n
+		if err := sp.SetConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, restore := range []bool{false, true} {
+		sp := newSP(t, 0)
+		limit(sp, 1)
+		fetch(t, sp, 0, "m", 0, 4, 5, 500) // count 1 == limit: ARCHIVED on abort
+		u := stage(t, sp, "m", 1, 0, ack(0, 4, AckAccept))
+		if u.Batches[0].StagedAbortState != Archived {
+			t.Fatalf("staged %+v", u.Batches)
+		}
+		limit(sp, 5) // raised before the marker
+		if restore {
+			var err error
+			if sp, err = Restore(testConfig(), sp.Snapshot()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := sp.Describe(); d.Records[0].StagedAbortState != Archived {
+			t.Fatalf("describe %+v", d.Records)
+		}
+		sp.CompleteTxn(1, 1, false)
+		wantOffsets(t, sp, 5, 5)
+
+		sp = newSP(t, 0)
+		fetch(t, sp, 0, "m", 0, 4, 5, 500) // count 1 < 5: AVAILABLE on abort
+		u = stage(t, sp, "m", 1, 0, ack(0, 4, AckAccept))
+		if u.Batches[0].StagedAbortState != Available {
+			t.Fatalf("staged %+v", u.Batches)
+		}
+		limit(sp, 1) // lowered before the marker
+		if restore {
+			cfg := testConfig()
+			cfg.DeliveryCountLimit = 1
+			var err error
+			if sp, err = Restore(cfg, sp.Snapshot()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sp.CompleteTxn(1, 1, false)
+		wantState(t, sp, 0, 4, Available, 1)
+	}
+}
+
+// A TX_PENDING batch restored without a recorded abort state (-1) decides it with
+// the limit current at the restore.
+func TestRestoreWithoutAbortStateUsesLimit(t *testing.T) {
+	staged := StateBatch{FirstOffset: 0, LastOffset: 1, DeliveryState: TxPending, DeliveryCount: 5,
+		StagedProducerID: 9, StagedProducerEpoch: 0, StagedAckType: AckAccept, StagedDeliveryState: Acknowledged, StagedAbortState: -1}
+	sp, err := Restore(testConfig(), Snapshot{StartOffset: 0, Batches: []StateBatch{staged}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.CompleteTxn(9, 0, false)
+	wantOffsets(t, sp, 2, 2)
+}
+
+// DeliveryCompleteCount counts terminal records at or above the SPSO.
+func TestDeliveryCompleteCount(t *testing.T) {
+	sp := newSP(t, 0)
+	fetch(t, sp, 0, "m", 0, 9, 10, 500)
+	mustAck(t, sp, 0, "m", ack(2, 3, AckAccept), ack(5, 5, AckReject))
+	if n := sp.DeliveryCompleteCount(); n != 3 {
+		t.Fatalf("delivery-complete count %d, want 3", n)
+	}
+	stage(t, sp, "m", 1, 0, ack(0, 1, AckAccept))
+	sp.CompleteTxn(1, 1, true) // SPSO moves past 0..3
+	if n := sp.DeliveryCompleteCount(); n != 1 || sp.StartOffset() != 4 {
+		t.Fatalf("delivery-complete count %d spso %d, want 1 and 4", n, sp.StartOffset())
 	}
 }

@@ -21,7 +21,7 @@ func restore(t *testing.T, snap Snapshot) *SharePartition {
 
 func sb(first, last int64, s State, count int16) StateBatch {
 	return StateBatch{FirstOffset: first, LastOffset: last, DeliveryState: s, DeliveryCount: count,
-		StagedProducerID: -1, StagedProducerEpoch: -1, StagedAckType: ackNone, StagedDeliveryState: -1}
+		StagedProducerID: -1, StagedProducerEpoch: -1, StagedAckType: ackNone, StagedDeliveryState: -1, StagedAbortState: -1}
 }
 
 func TestMaybeInitialize(t *testing.T) {

@@ -16,18 +16,23 @@ type record struct {
 	stagedEpoch int16  // TX_PENDING only
 	state       State
 	stagedAck   AckType // TX_PENDING only, else ackNone
+	// abortArchive is the abort target decided at staging (TX_PENDING only): true when
+	// the delivery count had reached the delivery limit then, so an ABORT archives the
+	// record (decision D5) whatever the limit is when the marker arrives.
+	abortArchive bool
 }
 
 func (r *record) clearOwner() {
 	r.member, r.deadlineMs = "", 0
 	r.stagedPID, r.stagedEpoch, r.stagedAck = -1, -1, ackNone
+	r.abortArchive = false
 }
 
 // samePersisted reports whether a and b persist identically (StateBatch
 // fields), so adjacent ranges can be coalesced.
 func (a *record) samePersisted(b *record) bool {
 	return a.state == b.state && a.count == b.count && a.stagedPID == b.stagedPID &&
-		a.stagedEpoch == b.stagedEpoch && a.stagedAck == b.stagedAck
+		a.stagedEpoch == b.stagedEpoch && a.stagedAck == b.stagedAck && a.abortArchive == b.abortArchive
 }
 
 // batch is one in-flight batch: an acquired range [first, last] as handed to a
@@ -255,6 +260,10 @@ func (sp *SharePartition) advance() {
 // SPSO (KIP-1226's DeliveryCompleteCount), kept up to date by every transition.
 func (sp *SharePartition) deliveryCompleteCount() int64 { return sp.complete }
 
+// DeliveryCompleteCount is the number of ACKNOWLEDGED or ARCHIVED records at or
+// above the SPSO (KIP-1226): lag is the log end offset - SPSO - this count.
+func (sp *SharePartition) DeliveryCompleteCount() int64 { return sp.complete }
+
 // countComplete recounts deliveryCompleteCount from the batches.
 func (sp *SharePartition) countComplete() int64 {
 	var n int64
@@ -295,20 +304,22 @@ type changes struct{ batches []StateBatch }
 
 func toStateBatch(first, last int64, r *record) StateBatch {
 	sb := StateBatch{FirstOffset: first, LastOffset: last, DeliveryState: r.state, DeliveryCount: r.count,
-		StagedProducerID: -1, StagedProducerEpoch: -1, StagedAckType: ackNone, StagedDeliveryState: -1}
+		StagedProducerID: -1, StagedProducerEpoch: -1, StagedAckType: ackNone, StagedDeliveryState: -1, StagedAbortState: -1}
 	if r.state == Acquired { // never persisted as such
 		sb.DeliveryState = Available
 	}
 	if r.state == TxPending {
 		sb.StagedProducerID, sb.StagedProducerEpoch, sb.StagedAckType = r.stagedPID, r.stagedEpoch, r.stagedAck
 		sb.StagedDeliveryState = commitTarget(r.stagedAck)
+		sb.StagedAbortState = abortTarget(r.abortArchive)
 	}
 	return sb
 }
 
 func sameStateBatch(a, b *StateBatch) bool {
 	return a.DeliveryState == b.DeliveryState && a.DeliveryCount == b.DeliveryCount && a.StagedProducerID == b.StagedProducerID &&
-		a.StagedProducerEpoch == b.StagedProducerEpoch && a.StagedAckType == b.StagedAckType
+		a.StagedProducerEpoch == b.StagedProducerEpoch && a.StagedAckType == b.StagedAckType &&
+		a.StagedAbortState == b.StagedAbortState
 }
 
 func (c *changes) add(first, last int64, r *record) {
@@ -427,6 +438,13 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 				return nil, fmt.Errorf("persisted TX_PENDING batch %d-%d has staged ack type %d", sb.FirstOffset, sb.LastOffset, sb.StagedAckType)
 			}
 			r.state, r.stagedPID, r.stagedEpoch, r.stagedAck = TxPending, sb.StagedProducerID, sb.StagedProducerEpoch, sb.StagedAckType
+			switch sb.StagedAbortState {
+			case Available:
+			case Archived:
+				r.abortArchive = true
+			default: // not recorded (older state): decide with the current limit
+				r.abortArchive = sb.DeliveryCount >= cfg.DeliveryCountLimit
+			}
 			sp.txPending += sb.LastOffset - sb.FirstOffset + 1
 		default:
 			return nil, fmt.Errorf("persisted batch %d-%d has state %d", sb.FirstOffset, sb.LastOffset, sb.DeliveryState)
@@ -457,6 +475,7 @@ type RecordRange struct {
 	StagedProducerID        int64   // TX_PENDING, else -1
 	StagedProducerEpoch     int16   // TX_PENDING, else -1
 	StagedAckType           AckType // TX_PENDING, else -1
+	StagedAbortState        State   // TX_PENDING: AVAILABLE or ARCHIVED on abort (decided at staging), else -1
 }
 
 // Description is the in-flight window as operators see it.
@@ -474,12 +493,17 @@ func (sp *SharePartition) Describe() Description {
 		TxPendingRecords: sp.txPending, Counters: sp.counters}
 	add := func(first, last int64, r *record) {
 		rr := RecordRange{FirstOffset: first, LastOffset: last, State: r.state, DeliveryCount: r.count, Member: r.member,
-			LockDeadlineMs: r.deadlineMs, StagedProducerID: r.stagedPID, StagedProducerEpoch: r.stagedEpoch, StagedAckType: r.stagedAck}
+			LockDeadlineMs: r.deadlineMs, StagedProducerID: r.stagedPID, StagedProducerEpoch: r.stagedEpoch, StagedAckType: r.stagedAck,
+			StagedAbortState: -1}
+		if r.state == TxPending {
+			rr.StagedAbortState = abortTarget(r.abortArchive)
+		}
 		if n := len(d.Records); n > 0 {
 			p := &d.Records[n-1]
 			if p.LastOffset+1 == first && p.State == rr.State && p.DeliveryCount == rr.DeliveryCount && p.Member == rr.Member &&
 				p.LockDeadlineMs == rr.LockDeadlineMs && p.StagedProducerID == rr.StagedProducerID &&
-				p.StagedProducerEpoch == rr.StagedProducerEpoch && p.StagedAckType == rr.StagedAckType {
+				p.StagedProducerEpoch == rr.StagedProducerEpoch && p.StagedAckType == rr.StagedAckType &&
+				p.StagedAbortState == rr.StagedAbortState {
 				p.LastOffset = last
 				return
 			}

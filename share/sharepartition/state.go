@@ -111,6 +111,15 @@ func commitTarget(t AckType) State {
 	return Archived
 }
 
+// abortTarget is the state a staged acknowledgement reaches on ABORT, as
+// decided at staging (decision D5).
+func abortTarget(archive bool) State {
+	if archive {
+		return Archived
+	}
+	return Available
+}
+
 // StateBatch is one persisted range of records: the shape of the StateBatches
 // entries of Kafka's ShareSnapshot/ShareUpdate values and WriteShareGroupState
 // (kip-932.md 4.2), extended with the KIP-1289 staging fields (kip-1289.md 4.5),
@@ -124,6 +133,13 @@ type StateBatch struct {
 	StagedProducerEpoch int16
 	StagedAckType       AckType
 	StagedDeliveryState State // the state a COMMIT marker moves the range to; -1 when not staged
+	// StagedAbortState is the state an ABORT marker moves the range to: AVAILABLE, or
+	// ARCHIVED when the delivery count had reached the delivery limit at staging
+	// (decision D5); -1 when not staged. It is decided once, at staging, so memory, the
+	// store and a restored partition resolve an abort the same way even if the limit
+	// changes meanwhile. Restore treats any other value on a TX_PENDING batch as "not
+	// recorded" and decides with the limit current then.
+	StagedAbortState State
 }
 
 // Error is a typed share-partition error. Code is the Kafka error it maps to

@@ -32,6 +32,7 @@ func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producer
 	stage := func(r *record, first, n int64, t AckType) {
 		r.state, r.deadlineMs = TxPending, 0
 		r.stagedPID, r.stagedEpoch, r.stagedAck = producerID, producerEpoch, t
+		r.abortArchive = r.count >= sp.cfg.DeliveryCountLimit
 		sp.txPending += n
 		sp.counters.TxnStaged += n
 		c.add(first, first+n-1, r)
@@ -54,8 +55,12 @@ func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producer
 // (producerID, producerEpoch) go back to ACQUIRED by their member with a fresh
 // lock until nowMs + RecordLockDurationMs. Nothing to persist: the failed
 // write is the only place the staging reached. If the write's outcome is
-// unknown, drop the partition and Restore it from the store instead.
-func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producerEpoch int16, batches []AckBatch) {
+// unknown, drop the partition and Restore it from the store instead. It
+// returns the number of records reverted: fewer than were staged means some
+// were resolved meanwhile (a marker raced the failed write), and the caller
+// should drop the partition and restore it from the store, the truth.
+func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producerEpoch int16, batches []AckBatch) int64 {
+	var reverted int64
 	lockEnd := nowMs + sp.cfg.RecordLockDurationMs
 	revert := func(b *batch, r *record, n int64) {
 		if r.state != TxPending || r.stagedPID != producerID || r.stagedEpoch != producerEpoch {
@@ -63,6 +68,8 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 		}
 		r.state, r.deadlineMs = Acquired, lockEnd
 		r.stagedPID, r.stagedEpoch, r.stagedAck = -1, -1, ackNone
+		r.abortArchive = false
+		reverted += n
 		sp.txPending -= n
 		sp.counters.TxnStaged -= n
 		sp.arm(b, lockEnd)
@@ -91,6 +98,7 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 			}
 		}
 	}
+	return reverted
 }
 
 // CompleteTxn applies a transaction marker for producerID that reached this
@@ -99,11 +107,15 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 // epoch <= markerEpoch is resolved. COMMIT: a staged ACCEPT becomes
 // ACKNOWLEDGED, a staged REJECT or gap ARCHIVED. ABORT: the record becomes
 // AVAILABLE for redelivery with its delivery count unchanged, except that a
-// record whose delivery count has reached the limit is ARCHIVED (decision D5:
-// an aborted transaction counts like a RELEASE, so a poison record cannot loop
-// forever through aborts). Markers of other producers, lower epochs, or
-// repeated markers change nothing. The Update must be durable before the
-// marker is acknowledged. It returns the number of records resolved.
+// record whose delivery count had reached the limit when it was staged is
+// ARCHIVED (decision D5: an aborted transaction counts like a RELEASE, so a
+// poison record cannot loop forever through aborts; the target is fixed at
+// staging, StateBatch.StagedAbortState, so a limit changed meanwhile does not
+// make memory and the store disagree). Markers of other producers, lower
+// epochs, or repeated markers change nothing. The share-state store resolves
+// its copy from the marker itself (sharestate.Store.ApplyMarker), so the
+// Update restates what is already durable and need not be written. It
+// returns the number of records resolved.
 func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commit bool) (Update, int64) {
 	var c changes
 	var resolved int64
@@ -114,7 +126,7 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 		if r.state != TxPending || r.stagedPID != producerID || r.stagedEpoch > markerEpoch {
 			return
 		}
-		t := r.stagedAck
+		t, abortArchive := r.stagedAck, r.abortArchive
 		r.clearOwner()
 		sp.txPending -= n
 		resolved += n
@@ -131,7 +143,7 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 				}
 				sp.counters.Archived += n
 			}
-		case r.count >= sp.cfg.DeliveryCountLimit || first < sp.spso:
+		case abortArchive || first < sp.spso:
 			sp.counters.TxnAborted += n
 			sp.counters.ArchivedOnAbort += n
 			sp.counters.Archived += n
