@@ -17,7 +17,8 @@
 // memory is always exactly a replay of the log. The price is one fsync per write per
 // partition (no group commit among writes to the same partition yet). A failed append
 // whose effect on the log is unknown marks the partition unavailable
-// (COORDINATOR_NOT_AVAILABLE) until Load replays it.
+// (COORDINATOR_NOT_AVAILABLE, wrapping ErrOutcomeUnknown) until Load replays it; every
+// other error means nothing was written.
 //
 // # On-disk format
 //
@@ -114,7 +115,8 @@
 //   - WriteTxnMarkers for a __share_group_state partition p: call
 //     ApplyMarker(ctx, p, pid, epoch, commit, appendMarker), where appendMarker appends the
 //     control batch to p and returns once it is durable; answer the marker after
-//     ApplyMarker returns, and hand the returned keys to the live share-partitions, which
+//     ApplyMarker returns (ApplyMarkerResult also counts what was resolved, for metrics;
+//     share.Manager.ApplyMarker does all of this), and hand the returned keys to the live share-partitions, which
 //     resolve their in-memory TX_PENDING records the same way (re-Read them, or apply the
 //     same rule). ApplyMarker holds the partition's lock around the append so the store's
 //     records and the marker are in the same order in memory as in the log; CompleteTxn

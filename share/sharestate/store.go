@@ -253,12 +253,14 @@ func (p *part) applyTombstone(k Key) {
 }
 
 // applyMarker resolves every TX_PENDING batch staged by pid with an epoch <= epoch
-// (decision D6), in every key of the partition, and returns the keys it changed.
-func (p *part) applyMarker(pid int64, epoch int16, commit bool) []Key {
+// (decision D6), in every key of the partition, and returns the keys it changed with the
+// numbers of offsets resolved.
+func (p *part) applyMarker(pid int64, epoch int16, commit bool) MarkerResult {
 	if old, ok := p.markerEpoch[pid]; !ok || epoch > old {
 		p.markerEpoch[pid] = epoch
 	}
 	var changed []Key
+	var res MarkerResult
 	for k := range p.pending[pid] {
 		e := p.keys[k]
 		resolved := int64(0)
@@ -267,10 +269,16 @@ func (p *part) applyMarker(pid int64, epoch int16, commit bool) []Key {
 			if !b.resolvedBy(pid, epoch) {
 				continue
 			}
+			n := b.LastOffset - b.FirstOffset + 1
 			if commit {
 				b.DeliveryState = b.TxnCommitState
+				res.Committed += n
 			} else {
 				b.DeliveryState = b.TxnAbortState
+				res.Aborted += n
+				if b.DeliveryState == StateArchived {
+					res.ArchivedOnAbort += n
+				}
 			}
 			b.clearStaged()
 			if b.DeliveryState == StateAcknowledged || b.DeliveryState == StateArchived {
@@ -292,7 +300,19 @@ func (p *part) applyMarker(pid int64, epoch int16, commit bool) []Key {
 	}
 	changed = slices.Compact(changed)
 	slices.SortFunc(changed, compareKeys)
-	return changed
+	res.Keys = changed
+	return res
+}
+
+// MarkerResult is what a transaction marker resolved on one __share_group_state
+// partition.
+type MarkerResult struct {
+	// Keys are the share-partitions whose batches changed, sorted.
+	Keys []Key
+	// Committed and Aborted count the TX_PENDING offsets the marker resolved;
+	// ArchivedOnAbort those of Aborted archived because their delivery count had reached
+	// the limit at staging (D5).
+	Committed, Aborted, ArchivedOnAbort int64
 }
 
 // reindex recomputes e's staging producers and updates the partition's pending index.
@@ -376,6 +396,12 @@ func (p *part) usable() error {
 	return nil
 }
 
+// ErrOutcomeUnknown is wrapped (with COORDINATOR_NOT_AVAILABLE) by the error of a
+// state-changing call whose append failed in a way that may have left the record in the
+// log: whether the change happened is unknown until Load replays the partition. Every
+// other error of Write, Initialize and Delete means nothing was written.
+var ErrOutcomeUnknown = errors.New("sharestate: outcome of the append unknown")
+
 // append writes records as one plain batch and waits until they are durable. A failure
 // other than a closed partition may have left the records in the log; the partition is
 // then marked broken, so nothing answers from memory that may differ from the log.
@@ -386,7 +412,7 @@ func (p *part) append(ctx context.Context, recs ...kmsg.Record) (int64, error) {
 			return -1, errorf(kerr.NotCoordinator, "__share_group_state-%d: %v", p.log.Index(), err)
 		}
 		p.broken = err
-		return -1, errorf(kerr.CoordinatorNotAvailable, "append to __share_group_state-%d: %v", p.log.Index(), err)
+		return -1, fmt.Errorf("%w (%w): append to __share_group_state-%d: %v", kerr.CoordinatorNotAvailable, ErrOutcomeUnknown, p.log.Index(), err)
 	}
 	p.end = max(p.end, base+int64(len(recs)))
 	return base, nil
@@ -688,17 +714,24 @@ func (s *Store) Delete(ctx context.Context, k Key) error {
 // It returns the keys whose batches changed, sorted, for the broker to update the live
 // share-partitions.
 func (s *Store) ApplyMarker(ctx context.Context, partition int32, pid int64, epoch int16, commit bool, appendMarker func(context.Context) error) ([]Key, error) {
+	res, err := s.ApplyMarkerResult(ctx, partition, pid, epoch, commit, appendMarker)
+	return res.Keys, err
+}
+
+// ApplyMarkerResult is ApplyMarker returning also how many offsets the marker resolved,
+// for metrics.
+func (s *Store) ApplyMarkerResult(ctx context.Context, partition int32, pid int64, epoch int16, commit bool, appendMarker func(context.Context) error) (MarkerResult, error) {
 	p := s.parts[partition]
 	if p == nil {
-		return nil, errorf(kerr.NotCoordinator, "__share_group_state-%d is not loaded here", partition)
+		return MarkerResult{}, errorf(kerr.NotCoordinator, "__share_group_state-%d is not loaded here", partition)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.usable(); err != nil {
-		return nil, err
+		return MarkerResult{}, err
 	}
 	if err := appendMarker(ctx); err != nil {
-		return nil, err
+		return MarkerResult{}, err
 	}
 	return p.applyMarker(pid, epoch, commit), nil
 }
@@ -723,7 +756,7 @@ func (s *Store) CompleteTxn(partition int32, pid int64, epoch int16, commit bool
 	if p.usable() != nil {
 		return nil
 	}
-	return p.applyMarker(pid, epoch, commit)
+	return p.applyMarker(pid, epoch, commit).Keys
 }
 
 // LastRedundantOffset is the offset below which partition's log holds nothing the store

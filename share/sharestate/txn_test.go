@@ -211,3 +211,53 @@ func TestApplyMarkerAppendFailureResolvesNothing(t *testing.T) {
 		t.Fatalf("%+v", st.Batches)
 	}
 }
+
+// ApplyMarkerResult counts what a marker resolved, for the broker's metrics (D5: an
+// abort at the delivery limit archives).
+func TestApplyMarkerResultCounts(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	atLimit := staged(5, 6, 5, 7, 0, AckAccept)
+	atLimit.TxnAbortState = StateArchived
+	stagedKey(t, f, k, staged(0, 4, 1, 7, 0, AckAccept), atLimit, staged(7, 7, 1, 8, 0, AckReject))
+	res, err := f.s.ApplyMarkerResult(ctx, 0, 7, 1, false, func(context.Context) error {
+		f.parts[0].AppendMarker(7, 1, false, 0)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Aborted != 7 || res.ArchivedOnAbort != 2 || res.Committed != 0 || !reflect.DeepEqual(res.Keys, []Key{k}) {
+		t.Fatalf("%+v", res)
+	}
+	res, err = f.s.ApplyMarkerResult(ctx, 0, 8, 1, true, func(context.Context) error {
+		f.parts[0].AppendMarker(8, 1, true, 0)
+		return nil
+	})
+	if err != nil || res.Committed != 1 || res.Aborted != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// A failed append leaves the outcome unknown (ErrOutcomeUnknown); a write refused before
+// the append does not.
+func TestWriteOutcomeUnknownOnlyAfterAppendFailure(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	f.parts[0].FailAppend = errors.New("disk")
+	err := f.s.Write(ctx, k, 0, 0, 0, 0, []StateBatch{sb(0, 0, StateAcknowledged, 1)})
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, kerr.CoordinatorNotAvailable) {
+		t.Fatalf("append failure: %v", err)
+	}
+	err = f.s.Write(ctx, k, 0, 0, 0, 0, []StateBatch{sb(0, 0, StateAcknowledged, 1)})
+	if errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, kerr.CoordinatorNotAvailable) {
+		t.Fatalf("broken partition: %v", err)
+	}
+	must(t, f.s.Load(f.parts[0]))
+	f.marker(k, 7, 3, false)
+	err = f.s.Write(ctx, k, 0, 0, 0, 0, []StateBatch{staged(0, 0, 1, 7, 2, AckAccept)})
+	if errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, kerr.InvalidProducerEpoch) {
+		t.Fatalf("late staging: %v", err)
+	}
+}
