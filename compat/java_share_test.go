@@ -1,0 +1,58 @@
+package compat
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exactq/exactq/internal/testbroker"
+)
+
+// shareBrokerConfig speeds share groups up for the interop suites: 200 ms heartbeats, no
+// assignment pacing, and broker bounds low enough for a group record-lock duration of
+// shareLockMs and a delivery count limit of 2.
+var shareBrokerConfig = map[string]string{
+	"group.share.heartbeat.interval.ms":       "200",
+	"group.share.min.heartbeat.interval.ms":   "200",
+	"group.share.assignment.interval.ms":      "0",
+	"group.share.min.record.lock.duration.ms": "1000",
+	"group.share.min.delivery.count.limit":    "2",
+}
+
+// shareLockMs is the group share.record.lock.duration.ms of the lock-expiry and RENEW checks.
+const shareLockMs = 1000
+
+// TestJavaShareConsumer is acceptance test 1 of issue 4: kafka-clients 4.4.0's
+// KafkaShareConsumer and Admin against exactq (compat/java ShareInterop.java). Each check has
+// its own topic and share group:
+//   - multi: 3 implicit-mode consumers on one partition, 3000 records: each gets some, union
+//     exactly all, no duplicates; describeShareGroups (3 members, partition assigned, STABLE)
+//     and listShareGroupOffsets (start 3000, lag 0)
+//   - release: explicit RELEASE comes back with deliveryCount 2 (lag 1 meanwhile)
+//   - reject: explicit REJECT never comes back
+//   - lock: an unacknowledged record goes to another consumer with deliveryCount 2 after the
+//     group's 1 s share.record.lock.duration.ms; acquisitionLockTimeoutMs reports it
+//   - limit: share.delivery.count.limit=2 archives a record RELEASEd twice
+//   - renew: RENEW keeps a record away from another consumer for 3 lock durations and the
+//     final ACCEPT succeeds
+func TestJavaShareConsumer(t *testing.T) {
+	java, cp, dir := buildJava(t)
+	tb := testbroker.Start(t, testbroker.WithConfig(shareBrokerConfig))
+	start := time.Now()
+	out, err := runBounded(3*time.Minute, dir, java, "-XX:+UseSerialGC", "-Xmx512m", "-cp", cp, "exactq.compat.ShareInterop", tb.Addr, strconv.Itoa(shareLockMs))
+	t.Logf("java ShareInterop (%v):\n%s", time.Since(start).Round(time.Millisecond), tail(out))
+	if err != nil {
+		fail := "(no FAIL line)"
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "FAIL:") {
+				fail = l
+				break
+			}
+		}
+		t.Fatalf("Java share consumer against exactq: %v: %s", err, fail)
+	}
+	if !strings.Contains(out, "OK: Java share-group checks passed") {
+		t.Fatal("java ShareInterop exited 0 without its OK line")
+	}
+}
