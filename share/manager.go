@@ -110,7 +110,14 @@ type Config struct {
 	NewTimer func(d time.Duration) Timer
 	// ManualTick starts no lock-expiry goroutine: the caller calls Tick (tests).
 	ManualTick bool
-	Logger     *slog.Logger
+	// TxnMemberCheck is TxnShareAcknowledge's member check (decision D7): nil when the
+	// member exists in share group groupID with exactly memberEpoch, else the error to
+	// answer at the top level (kerr.FencedMemberEpoch for a stale or future epoch,
+	// kerr.UnknownMemberID for an unknown member). The broker sets it to a call into the
+	// share-group coordinator. Nil: no check here, and the broker must check before
+	// calling TxnShareAcknowledge.
+	TxnMemberCheck func(ctx context.Context, groupID, memberID string, memberEpoch int32) error
+	Logger         *slog.Logger
 }
 
 // Timer is the part of *time.Timer the Manager uses.
@@ -170,6 +177,7 @@ type Manager struct {
 	closed   bool
 
 	timers timerHeap
+	txn    txnCounters
 
 	writes sync.WaitGroup // in-flight store writes
 	stop   chan struct{}
@@ -434,6 +442,14 @@ func (w *write) wait() error {
 // to the store after the partition's previous writes; it returns nil when there is
 // nothing to write. Called with p.mu held, right after the step that produced u.
 func (p *partition) persist(u sharepartition.Update) *write {
+	return p.persistOr(u, nil)
+}
+
+// persistOr is persist with a handler for a failed write: called with p.mu held, it
+// returns the error to answer and true when it dealt with the failure and the instance
+// stays live (the write certainly did not happen and memory was put back to match the
+// store); false falls back to dropping the instance.
+func (p *partition) persistOr(u sharepartition.Update, onFail func(err error) (error, bool)) *write {
 	p.m.timers.schedule(p)
 	if u.Empty() {
 		return nil
@@ -457,20 +473,29 @@ func (p *partition) persist(u sharepartition.Update) *write {
 		// write unknown.
 		err := p.m.store.Write(context.Background(), p.key, u.StateEpoch, leaderEpoch, u.StartOffset,
 			u.DeliveryCompleteCount, toStoreBatches(u.Batches))
-		if err != nil {
-			p.m.cfg.Logger.Error("share state write failed; dropping the share partition", "key", p.key.String(), "err", err)
-			w.err = persisterError(err)
-			p.mu.Lock()
-			if p.failed == nil {
-				p.failed = w.err
-			}
-			// The store is the truth: the next use reloads from it (sharepartition doc,
-			// step 3). Memory is not rolled back.
-			p.dropped = true
-			p.wake()
-			p.mu.Unlock()
-			p.m.forget(p)
+		if err == nil {
+			return
 		}
+		p.mu.Lock()
+		if onFail != nil && !p.dropped && p.failed == nil {
+			if werr, kept := onFail(err); kept {
+				p.mu.Unlock()
+				p.m.cfg.Logger.Warn("share state write refused; share partition kept", "key", p.key.String(), "err", err)
+				w.err = werr
+				return
+			}
+		}
+		p.m.cfg.Logger.Error("share state write failed; dropping the share partition", "key", p.key.String(), "err", err)
+		w.err = persisterError(err)
+		if p.failed == nil {
+			p.failed = w.err
+		}
+		// The store is the truth: the next use reloads from it (sharepartition doc,
+		// step 3). Memory is not rolled back.
+		p.dropped = true
+		p.wake()
+		p.mu.Unlock()
+		p.m.forget(p)
 	}()
 	return w
 }
