@@ -46,6 +46,16 @@
 // AVAILABLE again, or ARCHIVED at the delivery limit, delivery counts kept; TX_PENDING
 // records stay staged.
 //
+// Transactional acknowledgements (KIP-1289, txnack.go). TxnShareAcknowledge stages
+// ACQUIRED records as TX_PENDING (lock cancelled, never delivered, holding the SPSO) and
+// answers once the staging is durable. The abort target (AVAILABLE, or ARCHIVED at the
+// delivery limit) is decided at staging and persisted, so memory, the store and a restore
+// agree. ApplyMarker makes the marker durable in __share_group_state, where it is the
+// record of the outcome (replay resolves it), then resolves the live partitions in
+// memory; it writes no share state, so no later Update can race the resolution. A
+// staging write refused by the store (for example because the transaction's marker
+// already fenced its epoch) is unstaged: the records are ACQUIRED again.
+//
 // # What the broker does (the adapter)
 //
 //   - Implements Logs over its partitions (Read like a consumer fetch with replica id -1,
@@ -60,6 +70,16 @@
 //     server.Reply.Resp, the func in server.Reply.Wait (never both). Version 0 and the
 //     share.version feature gate are the broker's (UNSUPPORTED_VERSION).
 //   - Calls ConnClosed(connID) when a connection closes.
+//   - KIP-1289: sets Config.TxnMemberCheck to the share-group coordinator's member check
+//     (or checks before calling); dispatches TxnShareAcknowledge (key 95, v0) to
+//     TxnShareAcknowledge after the feature gate and the ACLs (WRITE on the
+//     transactional id, READ on the group), with register = an AddPartitionsToTxn of
+//     the given __share_group_state partitions for the request's transactional id,
+//     producer id and epoch (server-side, v4+ verification style), returning its error
+//     code. For WriteTxnMarkers on a __share_group_state partition it calls
+//     ApplyMarker with appendMarker = the control-batch append to that partition, and
+//     answers the marker with the returned error's code; markers on other partitions
+//     never reach the share path. Exports TxnStats as metrics.
 //   - Serves DescribeShareGroupOffsets from Offsets, and `exactq share describe` from
 //     Describe.
 //   - Calls Close on shutdown, before closing the store and the logs.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"pgregory.net/rapid"
+
+	"github.com/exactq/exactq/txnshare"
 )
 
 // TestRandomHistories drives the Manager with random fetches, acknowledgements, session
@@ -17,7 +19,10 @@ import (
 //   - an offset is never held by two members at once;
 //   - delivery counts never go down and never exceed the delivery limit;
 //   - every produced offset is eventually delivered or finished (checked at the end by
-//     draining).
+//     draining);
+//   - KIP-1289: offsets staged in a producer transaction (answered NONE) are never
+//     delivered while TX_PENDING, across restarts; a commit finishes them for good, an
+//     abort makes them deliverable again; the Manager's TxnStats match.
 func TestRandomHistories(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		e := newEnv(t)
@@ -32,10 +37,32 @@ func TestRandomHistories(t *testing.T) {
 		done := map[int64]bool{}     // acknowledged for good
 		count := map[int64]int16{}
 		produced := int64(0)
+		// KIP-1289: one producer (id 1) whose open transaction stages offsets.
+		pending := map[int64]bool{} // staged in the open transaction
+		txEpoch := int16(0)
+		var staged, resolved int64 // since the last restart (the Manager's counters)
+		endTxn := func(commit bool) {
+			e.marker(1, txEpoch+1, commit) // TV2: the marker carries the bumped epoch
+			txEpoch++
+			for o := range pending {
+				if commit {
+					done[o] = true
+				}
+				resolved++
+			}
+			pending = map[int64]bool{}
+			st := e.m.TxnStats()
+			if st.Staged != staged || st.Committed+st.Aborted != resolved || st.Pending != 0 {
+				rt.Fatalf("txn stats %+v, model staged %d resolved %d", st, staged, resolved)
+			}
+		}
 
 		record := func(m string, resp *kmsg.ShareFetchResponse) {
 			for _, a := range acq(part(resp, topicA, 0)) {
 				for o := a.first; o <= a.last; o++ {
+					if pending[o] {
+						rt.Fatalf("offset %d delivered while TX_PENDING", o)
+					}
 					if done[o] {
 						rt.Fatalf("offset %d delivered again after a successful terminal ack", o)
 					}
@@ -74,7 +101,7 @@ func TestRandomHistories(t *testing.T) {
 
 		for i := range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			m := rapid.SampledFrom(members).Draw(rt, fmt.Sprint("member", i))
-			switch rapid.IntRange(0, 7).Draw(rt, fmt.Sprint("op", i)) {
+			switch rapid.IntRange(0, 9).Draw(rt, fmt.Sprint("op", i)) {
 			case 0:
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				e.logs.produce(topicA, 0, n, 0)
@@ -128,8 +155,31 @@ func TestRandomHistories(t *testing.T) {
 				e.restart()
 				epochs = map[string]int32{}
 				holder = map[int64]string{}
+				staged, resolved = 0, 0
+			case 8: // stage one offset m holds in the open transaction
+				var mine []int64
+				for o, h := range holder {
+					if h == m {
+						mine = append(mine, o)
+					}
+				}
+				if len(mine) == 0 {
+					continue
+				}
+				o := rapid.SampledFrom(sortedOffsets(mine)).Draw(rt, "stageOff")
+				typ := rapid.SampledFrom([]int8{tGap, tAccept, tReject}).Draw(rt, "stageType")
+				resp := e.txnAck(txnAck{member: m, pid: 1, epoch: txEpoch, parts: map[int32][]txnshare.Batch{0: {tb(o, o, typ)}}})
+				if resp.ErrorCode != 0 || resp.Responses[0].Partitions[0].ErrorCode != 0 {
+					rt.Fatalf("staging offset %d held by %s: %+v", o, m, resp)
+				}
+				delete(holder, o)
+				pending[o] = true
+				staged++
+			case 9:
+				endTxn(rapid.Bool().Draw(rt, "commit"))
 			}
 		}
+		endTxn(rapid.Bool().Draw(rt, "finalCommit"))
 		// Drain: every produced offset is finished or deliverable.
 		e.advance(time.Second)
 		holder = map[int64]string{}
