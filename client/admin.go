@@ -291,6 +291,9 @@ type ResourceType int8
 const (
 	TopicResource  = ResourceType(kmsg.ConfigResourceTypeTopic)
 	BrokerResource = ResourceType(kmsg.ConfigResourceTypeBroker)
+	// GroupResource is a consumer or share group's dynamic configs (KIP-848, KIP-932:
+	// share.auto.offset.reset, share.record.lock.duration.ms, ...).
+	GroupResource = ResourceType(32)
 )
 
 // ConfigResource names a topic or a broker (by id, as a string).

@@ -54,6 +54,9 @@ type conn struct {
 	// finalized max level, from ApiVersions v3+.
 	versions versionTable
 	features map[string]int16
+	// others holds the broker's ranges for keys kmsg does not define (requests written
+	// outside kmsg, like txnshare.Request); see otherVersion.
+	others map[int16]kmsg.ApiVersionsResponseApiKey
 
 	// writeMu serialises writes and the push onto pending, so the pending order is the
 	// wire order.
@@ -152,6 +155,14 @@ func (c *conn) handshake(ctx context.Context) error {
 			return fmt.Errorf("client: %s: ApiVersions: %w", c.addr, err)
 		}
 		c.versions = negotiate(r.ApiKeys)
+		for _, k := range r.ApiKeys {
+			if kmsg.RequestForKey(k.ApiKey) == nil {
+				if c.others == nil {
+					c.others = make(map[int16]kmsg.ApiVersionsResponseApiKey)
+				}
+				c.others[k.ApiKey] = k
+			}
+		}
 		if len(r.FinalizedFeatures) > 0 {
 			c.features = make(map[string]int16, len(r.FinalizedFeatures))
 			for _, f := range r.FinalizedFeatures {
@@ -172,6 +183,9 @@ func (c *conn) do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) 
 // version both sides support fails with UNSUPPORTED_VERSION.
 func (c *conn) doMax(ctx context.Context, req kmsg.Request, hi int16) (kmsg.Response, error) {
 	v := c.versions.get(req.Key())
+	if v < 0 && kmsg.RequestForKey(req.Key()) == nil {
+		v = otherVersion(c.others, req)
+	}
 	if hi >= 0 && v > hi {
 		v = hi
 		if lo, _, _ := clientRange(req.Key()); v < lo {

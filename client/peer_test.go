@@ -28,6 +28,9 @@ type peer struct {
 	apiMax map[int16]int16
 	// features are finalized feature levels advertised in ApiVersions v3+.
 	features map[string]int16
+	// others decodes (and advertises, v0 to the type's MaxVersion) keys kmsg does not
+	// define, such as TxnShareAcknowledge.
+	others map[int16]func() kmsg.Request
 
 	mu    sync.Mutex
 	conns []*peerConn
@@ -145,6 +148,11 @@ func (p *peer) apiVersions(req *peerReq) kmsg.Response {
 		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, 0, hi
 		resp.ApiKeys = append(resp.ApiKeys, ak)
 	}
+	for k, newReq := range p.others {
+		ak := kmsg.NewApiVersionsResponseApiKey()
+		ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, 0, newReq().MaxVersion()
+		resp.ApiKeys = append(resp.ApiKeys, ak)
+	}
 	for name, level := range p.features {
 		f := kmsg.NewApiVersionsResponseFinalizedFeature()
 		f.Name, f.MinVersionLevel, f.MaxVersionLevel = name, level, level
@@ -177,6 +185,9 @@ func (pc *peerConn) read() (*peerReq, error) {
 		buf = buf[n:]
 	}
 	r.body = kmsg.RequestForKey(r.key)
+	if newReq, ok := pc.p.others[r.key]; ok && r.body == nil {
+		r.body = newReq()
+	}
 	if r.body == nil {
 		return nil, errors.New("peer: unknown key")
 	}

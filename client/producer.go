@@ -61,6 +61,9 @@ type ProducerConfig struct {
 	// TransactionTimeout is how long the coordinator lets a transaction stay open before
 	// aborting it. Default 1m (Kafka's transaction.timeout.ms).
 	TransactionTimeout time.Duration
+	// TxnShareAckAPIKey is the API key of TxnShareAcknowledge (KIP-1289), which has no
+	// official key yet. Default txnshare.DefaultAPIKey (95, exactq decision D1).
+	TxnShareAckAPIKey int16
 }
 
 // Producer defaults.

@@ -24,6 +24,9 @@ type Record struct {
 	Offset int64
 	// LeaderEpoch is the partition leader epoch of the batch a consumed record came in.
 	LeaderEpoch int32
+	// DeliveryCount is set on records from a ShareConsumer: how many times the record was
+	// acquired by a share consumer, this delivery included (1 on the first delivery).
+	DeliveryCount int16
 }
 
 // Header is one record header. Keys need not be unique.

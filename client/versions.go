@@ -47,8 +47,25 @@ func clientRange(key int16) (lo, hi int16, ok bool) {
 		hi = min(hi, 5) // v6 names topics by id
 	case kmsg.OffsetCommit, kmsg.OffsetFetch:
 		hi = min(hi, 9) // v10 names topics by id
+	case kmsg.ShareGroupHeartbeat, kmsg.ShareFetch, kmsg.ShareAcknowledge:
+		lo = 1 // v0 was Kafka 4.0's early-access schema; brokers reject it (KIP-932)
 	}
 	return lo, hi, true
+}
+
+// otherVersion is the version to use for a request whose key kmsg does not define (such as
+// TxnShareAcknowledge, package txnshare): the highest version both the request type and the
+// broker support, or -1.
+func otherVersion(broker map[int16]kmsg.ApiVersionsResponseApiKey, req kmsg.Request) int16 {
+	k, ok := broker[req.Key()]
+	if !ok {
+		return -1
+	}
+	v := min(req.MaxVersion(), k.MaxVersion)
+	if v < max(0, k.MinVersion) {
+		return -1
+	}
+	return v
 }
 
 // negotiate picks, per key, min(our max, broker max) when that is at least both minimums.
