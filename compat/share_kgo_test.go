@@ -51,8 +51,8 @@ type shareCl struct {
 func newShareCl(t *testing.T, addr, group, topic, name string) *shareCl {
 	t.Helper()
 	s := &shareCl{}
-	s.Client = newClient(t, addr, kgo.ClientID("exactq-"+name), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
-		kgo.FetchMaxWait(200*time.Millisecond), kgo.ShareMaxRecords(50),
+	opts := []kgo.Opt{kgo.ClientID("exactq-" + name), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ShareMaxRecords(50),
 		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -61,7 +61,8 @@ func newShareCl(t *testing.T, addr, group, topic, name string) *shareCl {
 					s.ackErrs = append(s.ackErrs, fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, r.Err))
 				}
 			}
-		}))
+		})}
+	s.Client = newClient(t, addr, append(opts, kgoLogOpts(name)...)...)
 	return s
 }
 
