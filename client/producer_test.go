@@ -21,8 +21,9 @@ import (
 // record exactly once and in order. Faults are injected per produce request number.
 type seqPeer struct {
 	*peer
-	topic  string
-	nparts int32
+	topic   string
+	nparts  int32
+	topicID [16]byte // in Metadata answers when set
 
 	mu        sync.Mutex
 	parts     map[int32]*seqPart
@@ -90,6 +91,7 @@ func (sp *seqPeer) metadata(r *kmsg.MetadataRequest) kmsg.Response {
 		if rt.Topic == nil || *rt.Topic != sp.topic {
 			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		} else {
+			t.TopicID = sp.topicID
 			for i := int32(0); i < sp.nparts; i++ {
 				mp := kmsg.NewMetadataResponseTopicPartition()
 				mp.Partition, mp.Leader, mp.Replicas, mp.ISR = i, 1, []int32{1}, []int32{1}

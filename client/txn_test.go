@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/txnshare"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -34,18 +35,30 @@ type txnPeer struct {
 	offsets    []*kmsg.TxnOffsetCommitRequest
 	// hook, when set, sees every log line (under tmu) as it is logged.
 	hook func(line string)
+	// shareAckKey, when set, serves TxnShareAcknowledge under that key: shareAck
+	// (under tmu) answers each request, shareAcks keeps them.
+	shareAckKey int16
+	shareAck    func(r *txnshare.Request) *txnshare.Response
+	shareAcks   []*txnshare.Request
 }
 
-func newTxnPeer(t *testing.T, nparts int32, v2 bool) *txnPeer {
+func newTxnPeer(t *testing.T, nparts int32, v2 bool, opts ...func(*txnPeer)) *txnPeer {
 	sp := &seqPeer{topic: "t", nparts: nparts, parts: map[int32]*seqPart{}, epochSeen: map[int16]bool{}}
 	for i := int32(0); i < nparts; i++ {
 		sp.parts[i] = &seqPart{epoch: -1}
 	}
 	tp := &txnPeer{seqPeer: sp, v2: v2, epoch: -1, faults: map[kmsg.Key][]int16{}, inTxn: map[int32]bool{}}
+	for _, o := range opts {
+		o(tp)
+	}
 	sp.peer = newPeer(t, func(p *peer) {
 		p.handle = tp.handle
 		if v2 {
 			p.features = map[string]int16{"transaction.version": 2}
+		}
+		if tp.shareAckKey != 0 {
+			key := tp.shareAckKey
+			p.others = map[int16]func() kmsg.Request{key: func() kmsg.Request { return &txnshare.Request{APIKey: key} }}
 		}
 	})
 	return tp
@@ -100,6 +113,12 @@ func (tp *txnPeer) handle(pc *peerConn, req *peerReq) kmsg.Response {
 	defer tp.tmu.Unlock()
 	code := tp.nextFault(kmsg.Key(req.key))
 	switch r := req.body.(type) {
+	case *txnshare.Request:
+		tp.logf("TxnShareAcknowledge key=%d member=%s epoch=%d", r.Key(), r.MemberID, r.MemberEpoch)
+		tp.shareAcks = append(tp.shareAcks, r)
+		resp := tp.shareAck(r)
+		resp.APIKey, resp.Version = r.Key(), r.Version
+		return resp
 	case *kmsg.FindCoordinatorRequest:
 		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
 		host, port, _ := net.SplitHostPort(tp.addr)
