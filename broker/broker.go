@@ -42,6 +42,9 @@ type Config struct {
 	// BrokerConfigs are broker-level overrides of topic defaults by their Kafka broker config
 	// names (log.retention.ms, num.partitions, message.max.bytes, ...).
 	BrokerConfigs map[string]string
+	// TxnShareAckKey is the API key TxnShareAcknowledge (KIP-1289) is served at: 0 means
+	// txnshare.DefaultAPIKey (95), negative turns the feature off (not advertised).
+	TxnShareAckKey int16
 	// HousekeepingInterval is how often retention and compaction run (Kafka's
 	// log.retention.check.interval.ms, default 5 minutes).
 	HousekeepingInterval time.Duration

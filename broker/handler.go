@@ -8,6 +8,7 @@ import (
 	"github.com/exactq/exactq/group"
 	"github.com/exactq/exactq/server"
 	"github.com/exactq/exactq/txn"
+	"github.com/exactq/exactq/txnshare"
 )
 
 // implemented lists the API keys this broker serves, each capped to what Apache Kafka 4.4
@@ -59,7 +60,12 @@ var maxImplemented = map[int16]int16{
 
 // APIs implements server.Handler.
 func (b *Broker) APIs() []server.APIRange {
-	out := make([]server.APIRange, 0, len(implemented))
+	out := make([]server.APIRange, 0, len(implemented)+1)
+	if key := b.txnShareAckKey(); key >= 0 {
+		// KIP-1289's TxnShareAcknowledge: exactq's own message, not in Kafka 4.4.
+		out = append(out, server.APIRange{Key: key, MinVersion: 0, MaxVersion: 0,
+			NewRequest: func() kmsg.Request { return &txnshare.Request{APIKey: key} }})
+	}
 	for _, k := range implemented {
 		r, ok := server.Kafka44[k]
 		if !ok {
@@ -165,6 +171,8 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleShareAcknowledge(ctx, req, r)
 	case *kmsg.DescribeShareGroupOffsetsRequest:
 		return b.handleDescribeShareGroupOffsets(ctx, req, r)
+	case *txnshare.Request:
+		return b.handleTxnShareAcknowledge(ctx, req, r)
 	case *kmsg.JoinGroupRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).JoinGroup)
 	case *kmsg.SyncGroupRequest:

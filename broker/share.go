@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,6 +16,7 @@ import (
 	"github.com/exactq/exactq/share"
 	"github.com/exactq/exactq/share/sharegroup"
 	"github.com/exactq/exactq/share/sharestate"
+	"github.com/exactq/exactq/txnshare"
 )
 
 // shareGroupStateTopic holds share partitions' persisted state. Unlike the other internal
@@ -58,13 +60,20 @@ func (b *Broker) shares() (*shareStack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load share-state store: %w", err)
 	}
+	var members *sharegroup.Coordinator // set below; the member check runs only after load
 	mgr := share.NewManager(share.Config{
-		Groups:           b.shareGroupConfig,
+		Groups: b.shareGroupConfig,
+		TxnMemberCheck: func(ctx context.Context, groupID, memberID string, epoch int32) error {
+			if code := members.CheckMember(groupID, memberID, epoch); code != 0 {
+				return kerr.ErrorForCode(code)
+			}
+			return nil
+		},
 		MaxShareSessions: int(b.brokerInt32("group.share.max.share.sessions", 2000)),
 		Now:              b.now,
 		Logger:           b.logger.With("component", "share-fetch"),
 	}, shareLogs{b}, store)
-	members, err := sharegroup.New(sharegroup.Config{
+	members, err = sharegroup.New(sharegroup.Config{
 		NumPartitions:        b.topics.get(offsetsTopic).numPartitions(),
 		SessionTimeoutMs:     b.brokerInt32("group.share.session.timeout.ms", 45000),
 		HeartbeatIntervalMs:  b.brokerInt32("group.share.heartbeat.interval.ms", 5000),
@@ -294,20 +303,13 @@ func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *serve
 				}
 				topics := rg.Topics
 				if topics == nil {
-					byTopic := map[string]*kmsg.DescribeShareGroupOffsetsRequestGroupTopic{}
-					for _, d := range s.fetch.Describe(rg.GroupID) {
-						t := b.topics.getByID(d.TopicID)
-						if t == nil {
-							continue
+					// Every share partition the group has initialized state for.
+					for id, parts := range s.members.InitializedPartitions(rg.GroupID) {
+						if t := b.topics.getByID(id); t != nil {
+							topics = append(topics, kmsg.DescribeShareGroupOffsetsRequestGroupTopic{Topic: t.name, Partitions: parts})
 						}
-						rt := byTopic[t.name]
-						if rt == nil {
-							topics = append(topics, kmsg.DescribeShareGroupOffsetsRequestGroupTopic{Topic: t.name})
-							rt = &topics[len(topics)-1]
-							byTopic[t.name] = rt
-						}
-						rt.Partitions = append(rt.Partitions, d.Partition)
 					}
+					sort.Slice(topics, func(i, j int) bool { return topics[i].Topic < topics[j].Topic })
 				}
 				for _, rt := range topics {
 					gt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
@@ -339,4 +341,37 @@ func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *serve
 			return resp
 		}
 	})
+}
+
+// handleTxnShareAcknowledge stages share acknowledgements in a producer transaction
+// (KIP-1289): the share-fetch path validates, checks the member, registers the
+// __share_group_state partitions in the transaction through the coordinator (as a
+// server-side AddPartitionsToTxn), stages and makes the staged state durable, then answers.
+// It blocks in request order, like the transaction handlers: the same producer's EndTxn
+// must not overtake it.
+func (b *Broker) handleTxnShareAcknowledge(ctx context.Context, req *server.Request, r *txnshare.Request) server.Reply {
+	s, err := b.shares()
+	if err != nil {
+		resp := r.ResponseKind().(*txnshare.Response)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return server.Reply{Resp: resp}
+	}
+	register := func(ctx context.Context, stateParts []int32) int16 {
+		if r.TransactionalID == nil {
+			return kerr.InvalidRequest.Code
+		}
+		c, err := b.txnCoordinator()
+		if err != nil {
+			return kerr.CoordinatorNotAvailable.Code
+		}
+		for _, p := range stateParts {
+			if code := c.VerifyOrAdd(ctx, *r.TransactionalID, r.ProducerID, r.ProducerEpoch, shareGroupStateTopic, p, true); code != 0 {
+				return code
+			}
+		}
+		return 0
+	}
+	resp := s.fetch.TxnShareAcknowledge(ctx, r, register)
+	resp.APIKey, resp.Version = r.Key(), req.Version
+	return server.Reply{Resp: resp}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/exactq/exactq/batch"
 	"github.com/exactq/exactq/producerstate"
 	"github.com/exactq/exactq/txn"
+	"github.com/exactq/exactq/txnshare"
 )
 
 // abortedTxn is one entry of a partition's aborted-transaction index: read_committed
@@ -93,6 +94,15 @@ func (b *Broker) WriteMarkers(ctx context.Context, pid int64, epoch int16, commi
 	for _, tp := range parts {
 		p := partitionOf(b.topics.get(tp.Topic), tp.Partition)
 		if p == nil {
+			continue
+		}
+		if tp.Topic == shareGroupStateTopic {
+			// KIP-1289: the share-state store resolves the transaction's staged
+			// acknowledgements at the marker's position in the log (durable before the
+			// marker is answered).
+			if err := b.applyShareStateMarker(ctx, p, pid, epoch, commit, coordinatorEpoch); err != nil {
+				errs[tp] = err
+			}
 			continue
 		}
 		end, err := p.appendMarker(pid, epoch, commit, coordinatorEpoch, b.now().UnixMilli())
@@ -182,3 +192,32 @@ type txnVerifier interface {
 
 // txnVerifierBox lets the verifier be published atomically once the coordinator starts.
 type txnVerifierBox struct{ txnVerifier }
+
+// applyShareStateMarker writes a marker on a __share_group_state partition through the
+// share stack, which appends it (durably) and resolves the staged records in the same step.
+func (b *Broker) applyShareStateMarker(ctx context.Context, p *partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) error {
+	appendMarker := func(ctx context.Context) error {
+		end, err := p.appendMarker(pid, epoch, commit, coordinatorEpoch, b.now().UnixMilli())
+		if err != nil {
+			return err
+		}
+		return b.makeDurable(p, end)
+	}
+	s, err := b.shares()
+	if err != nil {
+		return err
+	}
+	return s.fetch.ApplyMarker(ctx, p.index, pid, epoch, commit, appendMarker)
+}
+
+// txnShareAckKey is the API key of TxnShareAcknowledge, or -1 when the feature is off.
+func (b *Broker) txnShareAckKey() int16 {
+	switch k := b.cfg.TxnShareAckKey; {
+	case k < 0:
+		return -1
+	case k == 0:
+		return txnshare.DefaultAPIKey
+	default:
+		return k
+	}
+}

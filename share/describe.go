@@ -85,6 +85,15 @@ func (m *Manager) Offsets(ctx context.Context, groupID string, topicID [16]byte,
 	if s.StartOffset < 0 {
 		return -1, -1, nil
 	}
+	// The stored start offset lags behind transaction markers, which resolve staged
+	// records in the store without rewriting the start offset (the marker in the log is the
+	// resolution). Loading the partition applies the resolution and advances the SPSO.
+	if p, err := m.lockedPartition(key); err == nil {
+		d := p.sp.Describe()
+		complete := p.sp.DeliveryCompleteCount()
+		p.mu.Unlock()
+		return d.StartOffset, m.lag(key, d.StartOffset, complete), nil
+	}
 	return s.StartOffset, m.lag(key, s.StartOffset, max(s.DeliveryCompleteCount, 0)), nil
 }
 

@@ -589,3 +589,23 @@ func (c *Coordinator) CheckMember(groupID, memberID string, epoch int32) int16 {
 	}
 	return 0
 }
+
+// InitializedPartitions lists, per topic id, the share partitions whose state the group has
+// initialized: the partitions DescribeShareGroupOffsets reports when asked for all topics.
+func (c *Coordinator) InitializedPartitions(groupID string) Assignment {
+	p := c.partFor(groupID)
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.shard.groups[groupID]
+	if g == nil {
+		return nil
+	}
+	out := Assignment{}
+	for id, e := range g.initialized {
+		out[id] = e.sorted()
+	}
+	return out
+}
