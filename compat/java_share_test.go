@@ -36,6 +36,7 @@ const shareLockMs = 1000
 //   - limit: share.delivery.count.limit=2 archives a record RELEASEd twice
 //   - renew: RENEW keeps a record away from another consumer for 3 lock durations and the
 //     final ACCEPT succeeds
+//   - record_limit: share.acquire.mode=record_limit never returns more than max.poll.records
 func TestJavaShareConsumer(t *testing.T) {
 	java, cp, dir := buildJava(t)
 	tb := testbroker.Start(t, testbroker.WithConfig(shareBrokerConfig))

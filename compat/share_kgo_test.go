@@ -48,7 +48,7 @@ type shareCl struct {
 	ackErrs []error
 }
 
-func newShareCl(t *testing.T, addr, group, topic, name string) *shareCl {
+func newShareCl(t *testing.T, addr, group, topic, name string, extra ...kgo.Opt) *shareCl {
 	t.Helper()
 	s := &shareCl{}
 	opts := []kgo.Opt{kgo.ClientID("exactq-" + name), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
@@ -62,7 +62,7 @@ func newShareCl(t *testing.T, addr, group, topic, name string) *shareCl {
 				}
 			}
 		})}
-	s.Client = newClient(t, addr, append(opts, kgoLogOpts(name)...)...)
+	s.Client = newClient(t, addr, append(append(opts, extra...), kgoLogOpts(name)...)...)
 	return s
 }
 
@@ -146,7 +146,8 @@ func expectShareOffsets(t *testing.T, adm *kadm.Client, group, topic string, sta
 
 // TestKgoShareConsumer is acceptance test 2 of issue 4: franz-go's share consumer
 // (kgo.ShareGroup, Record.Ack, FlushAcks, Record.DeliveryCount) and kadm's share-group admin
-// against exactq, the same checks as TestJavaShareConsumer. Each subtest has its own
+// against exactq, the same checks as TestJavaShareConsumer (plus record_limit with
+// ShareMaxRecordsStrict). Each subtest has its own
 // single-partition topic and share group.
 func TestKgoShareConsumer(t *testing.T) {
 	tb := testbroker.Start(t, testbroker.WithConfig(shareBrokerConfig))
@@ -395,5 +396,44 @@ func TestKgoShareConsumer(t *testing.T) {
 		produceValues(t, cl, topic, "w-sentinel")
 		b.drainToSentinel(t, "w-sentinel", []string{"w0"}, "renew")
 		expectShareOffsets(t, adm, group, topic, 2, 0)
+	})
+	// kgo.ShareMaxRecordsStrict (ShareAcquireMode record_limit, ShareFetch v2): no ShareFetch
+	// response hands over more than ShareMaxRecords, even inside one produced batch.
+	t.Run("record_limit", func(t *testing.T) {
+		topic, group := setup(t, "rlimit")
+		const n, max = 100, 7
+		vals := make([]string, n)
+		for i := range vals {
+			vals[i] = fmt.Sprintf("q-%03d", i)
+		}
+		produceValues(t, cl, topic, vals...) // one batch
+		c := newShareCl(t, tb.Addr, group, topic, "ksq-rlimit", kgo.ShareMaxRecords(max), kgo.ShareMaxRecordsStrict())
+		seen := map[string]bool{}
+		ctx := ctxFor(t, shareStep)
+		polls := 0
+		for len(seen) < n {
+			fs := c.PollFetches(ctx) // everything buffered: one ShareFetch response
+			if ctx.Err() != nil {
+				t.Fatalf("%d of %d records within %v", len(seen), n, shareStep)
+			}
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			polls++
+			if len(recs) > max {
+				t.Fatalf("one fetch handed over %d records with ShareMaxRecords(%d) strict", len(recs), max)
+			}
+			for _, r := range recs {
+				if seen[string(r.Value)] {
+					t.Fatalf("%s delivered twice", r.Value)
+				}
+				seen[string(r.Value)] = true
+				r.Ack(kgo.AckAccept)
+			}
+		}
+		c.flush(t, "record_limit")
+		t.Logf("%d records in %d fetches of at most %d", n, polls, max)
+		expectShareOffsets(t, adm, group, topic, n, 0)
 	})
 }

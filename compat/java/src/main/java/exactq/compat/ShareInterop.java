@@ -61,6 +61,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <li>limit: with share.delivery.count.limit=2 a record RELEASEd twice is archived.
  * <li>renew: a record RENEWed for 3 lock durations is never given to another consumer and its
  * final ACCEPT succeeds.
+ * <li>record_limit: share.acquire.mode=record_limit never returns more than max.poll.records
+ * from one 100-record batch.
  * </ul>
  * Prints "OK: Java share-group checks passed" on success; exits 1 with a "FAIL:" line otherwise.
  */
@@ -120,7 +122,7 @@ public final class ShareInterop {
             admin = ad;
             producer = pr;
             List<NewTopic> topics = new ArrayList<>();
-            for (String t : List.of("multi", "release", "reject", "lock", "limit", "renew")) {
+            for (String t : List.of("multi", "release", "reject", "lock", "limit", "renew", "rlimit")) {
                 topics.add(new NewTopic("jsq-" + t, 1, (short) 1));
             }
             admin.createTopics(topics).all().get(30, TimeUnit.SECONDS);
@@ -130,6 +132,7 @@ public final class ShareInterop {
             timed("lock", ShareInterop::lockExpiry);
             timed("limit", ShareInterop::deliveryLimit);
             timed("renew", ShareInterop::renew);
+            timed("record_limit", ShareInterop::recordLimit);
         }
     }
 
@@ -159,7 +162,10 @@ public final class ShareInterop {
     }
 
     static KafkaShareConsumer<String, String> consumer(String group, String name, boolean explicit, int maxPoll) {
-        Properties c = new Properties();
+        return consumer(group, name, explicit, maxPoll, new Properties());
+    }
+
+    static KafkaShareConsumer<String, String> consumer(String group, String name, boolean explicit, int maxPoll, Properties c) {
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         c.put(ConsumerConfig.CLIENT_ID_CONFIG, "exactq-" + name);
@@ -469,6 +475,35 @@ public final class ShareInterop {
             drainToSentinel(b, "w-sentinel", List.of("w0"), "renew");
             expectOffsets(group, topic, 2, 0);
             System.out.printf("renew: held %d ms with %d RENEWs (lock %d ms)%n", System.currentTimeMillis() - t0, renews, lockMs);
+        }
+    }
+
+    /** share.acquire.mode=record_limit: no poll exceeds max.poll.records, even inside one batch. */
+    static void recordLimit() throws Exception {
+        final String topic = "jsq-rlimit", group = "jsq-rlimit";
+        final int n = 100, max = 7;
+        groupConfig(group, Map.of("share.auto.offset.reset", "earliest"));
+        for (int i = 0; i < n; i++) {
+            producer.send(new ProducerRecord<>(topic, 0, null, String.format("q-%03d", i)));
+        }
+        producer.flush();
+        Properties extra = new Properties();
+        extra.put(ConsumerConfig.SHARE_ACQUIRE_MODE_CONFIG, "record_limit");
+        try (KafkaShareConsumer<String, String> c = consumer(group, "jsq-rlimit", false, max, extra)) {
+            c.subscribe(List.of(topic));
+            java.util.Set<String> seen = new java.util.HashSet<>();
+            int polls = 0;
+            while (seen.size() < n) {
+                ConsumerRecords<String, String> recs = pollSome(c, "record_limit: " + seen.size() + " of " + n);
+                polls++;
+                check(recs.count() <= max, "record_limit: a poll returned %d records, max.poll.records is %d", recs.count(), max);
+                for (ConsumerRecord<String, String> r : recs) {
+                    check(seen.add(r.value()), "record_limit: %s delivered twice", r.value());
+                }
+            }
+            commitOk(c, "record_limit");
+            expectOffsets(group, topic, n, 0);
+            System.out.printf("record_limit: %d records in %d polls of at most %d%n", n, polls, max);
         }
     }
 
