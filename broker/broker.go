@@ -70,7 +70,8 @@ type Broker struct {
 
 	// txn verifies transactional produce requests; nil until the transaction coordinator
 	// is wired, and transactional batches are refused meanwhile.
-	txn atomic.Pointer[txnVerifierBox]
+	txn     atomic.Pointer[txnVerifierBox]
+	metrics *Metrics
 	// groupCfg holds GROUP config resource overrides.
 	groupCfg *groupConfigs
 	// coord holds the coordinators, started on first use.
@@ -125,6 +126,7 @@ func Open(cfg Config) (*Broker, error) {
 		},
 	}
 	b.sessions = newFetchSessions(b)
+	b.metrics = newMetrics(b)
 	if err := b.load(); err != nil {
 		b.closeLogs()
 		lock.release()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -350,6 +351,7 @@ func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *serve
 // It blocks in request order, like the transaction handlers: the same producer's EndTxn
 // must not overtake it.
 func (b *Broker) handleTxnShareAcknowledge(ctx context.Context, req *server.Request, r *txnshare.Request) server.Reply {
+	defer b.metrics.observeTxnShareAck(time.Now())
 	s, err := b.shares()
 	if err != nil {
 		resp := r.ResponseKind().(*txnshare.Response)

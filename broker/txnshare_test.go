@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -198,6 +199,35 @@ func TestTxnShareAcknowledgeCommitAndAbort(t *testing.T) {
 	stageOK(t, p.stage(m, 0, 4, txnshare.AckReject))
 	p.end(true)
 	waitShareStartOffset(t, cl, "tsg", "in", 10)
+
+	// The metrics count what happened: 15 records staged (0-4 twice, 5-9 once), 10
+	// committed, 5 aborted, none left pending.
+	want := map[string]float64{"staged": 15, "committed": 10, "aborted": 5}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(tb.Broker.Metrics())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "exactq_txn_share_ack_records_total":
+			for _, m := range mf.GetMetric() {
+				outcome := m.GetLabel()[0].GetValue()
+				if w, ok := want[outcome]; ok && m.GetCounter().GetValue() != w {
+					t.Errorf("%s acks: %v, want %v", outcome, m.GetCounter().GetValue(), w)
+				}
+				delete(want, outcome)
+			}
+		case "exactq_tx_pending_records":
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0 {
+				t.Errorf("records still TX_PENDING: %v", v)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Errorf("metrics missing outcomes %v", want)
+	}
 
 	tb.Restart()
 	cl = newClient(t, tb.Addr)

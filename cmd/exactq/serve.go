@@ -32,6 +32,7 @@ type serveOptions struct {
 	idleTimeout     time.Duration
 	autoCreate      bool
 	logLevel        string
+	metricsListen   string
 	brokerConfigs   map[string]string // Kafka broker config names (log.retention.ms, ...)
 }
 
@@ -57,6 +58,7 @@ var fileKeys = map[string]string{
 	"fsync": "fsync", "socket.request.max.bytes": "max-request-bytes",
 	"max.connections": "max-connections", "connections.max.idle.ms": "idle-timeout",
 	"auto.create.topics.enable": "auto-create-topics", "log.level": "log-level",
+	"metrics.listen": "metrics-listen",
 }
 
 func runServe(args []string) error {
@@ -73,6 +75,7 @@ func runServe(args []string) error {
 	fs.DurationVar(&opts.idleTimeout, "idle-timeout", opts.idleTimeout, "close connections idle this long")
 	fs.BoolVar(&opts.autoCreate, "auto-create-topics", opts.autoCreate, "create unknown topics a client asks for in Metadata")
 	fs.StringVar(&opts.logLevel, "log-level", opts.logLevel, "debug, info, warn or error")
+	fs.StringVar(&opts.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -183,6 +186,16 @@ func serve(opts serveOptions) error {
 		ClusterID:       b.ClusterID(),
 		NodeID:          int32(opts.nodeID),
 	}, b, logger)
+
+	if opts.metricsListen != "" {
+		stop, err := serveMetrics(opts.metricsListen, b, logger)
+		if err != nil {
+			srv.Close()
+			b.Close()
+			return err
+		}
+		defer stop()
+	}
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
