@@ -24,6 +24,10 @@
 //	admin_groups.go       ListGroups, DescribeGroups (consumer-protocol decoding),
 //	              DeleteGroups, FetchOffsets
 //	admin_txn.go  ListTransactions, DescribeTransactions, DescribeProducers
+//	share.go      ShareConsumer (KIP-932 share groups): ShareGroupHeartbeat membership,
+//	              share sessions per leader, piggybacked acks, implicit/explicit modes
+//	share_acks.go AckType, ShareGroupMetadata, TxnAcks and the ack batch rules
+//	txn_share.go  Producer.SendShareAcksToTransaction (KIP-1289 TxnShareAcknowledge)
 //
 // A broker's error message replaces kerr's generic description in the error text
 // (BrokerError: "TOPIC_ALREADY_EXISTS: Topic 'demo' already exists."); errors.Is with the
@@ -42,6 +46,20 @@
 //			p.AbortTransaction(ctx) // and Seek back to the last committed positions
 //		}
 //	}
+//
+// Exactly-once on a share group (KIP-1289): the acknowledgements go into the transaction.
+//
+//	recs, _ := sc.Poll(ctx) // ShareConsumerConfig{Group: "sg", Topics: ..., AckMode: AckExplicit}
+//	md := sc.GroupMetadata()
+//	... sc.Acknowledge(r, AckAccept or AckReject) per record ...
+//	acks, _ := sc.AcknowledgementsForTransaction()
+//	p.BeginTransaction(ctx)
+//	... p.Produce(ctx, out, nil) ...
+//	if err := p.SendShareAcksToTransaction(ctx, acks, md); errors.Is(err, ErrCommitFailed) {
+//		p.AbortTransaction(ctx) // the inputs are delivered again
+//	} else { p.CommitTransaction(ctx) }
+//
+// A transaction may hold only acknowledgements (consume-only); it still ends with EndTxn.
 //
 // Transactional errors come in three classes: ErrProducerFatal (fenced by a newer producer
 // with the same id, kerr.ProducerFenced; not authorized; close the producer),
