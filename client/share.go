@@ -845,7 +845,8 @@ func decodeShare(tp TopicPartition, raw []byte, acquired []kmsg.ShareFetchRespon
 // Acknowledge records the outcome of a record this consumer delivered (explicit mode). The
 // acknowledgement is sent with the next Poll, CommitSync, CommitAsync or Close, or taken by
 // AcknowledgementsForTransaction. AckRenew extends the record's lock; it still needs a
-// terminal type later. A terminal type replaces an unsent earlier one.
+// terminal type later. A terminal type is final: acknowledging the record again returns
+// ErrNotDelivered.
 func (c *ShareConsumer) Acknowledge(r *Record, t AckType) error {
 	if t < AckAccept || t > AckRenew {
 		return fmt.Errorf("client: cannot acknowledge with %s", t)
