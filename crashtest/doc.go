@@ -18,7 +18,7 @@
 // the group's committed offsets match it, and that transactions left open by a kill are
 // aborted at their timeout:
 //
-//	go test ./crashtest/ -run TestEOS -v                         # CI default: 20 cycles
+//	go test ./crashtest/ -run TestEOS -v                         # CI default: 30 cycles
 //	go test ./crashtest/ -run TestEOS -eos-cycles 300 -timeout 60m -v
 //	EXACTQ_EOS_CYCLES=300 EXACTQ_CRASH_SEED=1234 go test ./crashtest/ -run TestEOS -timeout 60m
 //

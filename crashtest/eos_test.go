@@ -27,11 +27,11 @@ import (
 )
 
 // flagEOSCycles is the number of kill/restart cycles of TestEOSPipelineCrashCycles. The CI
-// default (20) takes about two minutes; for a longer run:
+// default (30) takes about a minute; for a longer run:
 //
 //	go test ./crashtest/ -run TestEOSPipelineCrashCycles -eos-cycles 300 -timeout 60m -v
 //	EXACTQ_EOS_CYCLES=300 go test ./crashtest/ -run TestEOS -timeout 60m
-var flagEOSCycles = flag.Int("eos-cycles", envInt("EXACTQ_EOS_CYCLES", 20), "kill/restart cycles of TestEOSPipelineCrashCycles (env EXACTQ_EOS_CYCLES)")
+var flagEOSCycles = flag.Int("eos-cycles", envInt("EXACTQ_EOS_CYCLES", 30), "kill/restart cycles of TestEOSPipelineCrashCycles (env EXACTQ_EOS_CYCLES)")
 
 const (
 	eosIn       = "eos-in"
@@ -113,7 +113,7 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 	adm := newAdmin(t, addr)
 	st := newEOSState()
 	fd := startFeeder(t, addr)
-	pl := startPipeline(addr, 100)
+	pl := startPipeline(addr, 100, nil)
 	testStart := time.Now()
 
 	var survived, crashed, hangs int
@@ -125,6 +125,9 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 		frac := rng.Float64() // how far into the phase
 		crashPipeline := rng.IntN(2) == 0
 		hang := c == 1 || rng.IntN(3) == 0
+		// Kill again as the coordinator starts aborting the hanging transaction: between
+		// its PrepareAbort and its markers, at best, which the next start must finish.
+		killAgain := hang && (c == 1 || rng.IntN(2) == 0)
 		after := time.Duration(rng.IntN(800)) * time.Millisecond
 		batch := 20 + rng.IntN(181) // records per transaction at most, for the next pipeline
 		before := pl.snapshot()
@@ -172,10 +175,22 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 		b = start(addr)
 		restartTook := time.Since(killedAt)
 		if crashPipeline {
-			pl = startPipeline(addr, batch).inherit(pl)
+			pl = startPipeline(addr, batch, pl)
 		}
 		if hanger != nil {
+			// Open when the broker died: after the restart it is still open or being
+			// aborted (already, if the restart outlasted its timeout), never committed.
 			hanger.state = describeTxn(t, adm, hanger.id)
+			switch hanger.state {
+			case "Ongoing", "PrepareAbort", "CompleteAbort":
+			default:
+				t.Errorf("cycle %d: hanging transaction %s is %s right after the restart, want Ongoing (or aborting)", c, hanger.id, hanger.state)
+			}
+			if killAgain {
+				hanger.second = awaitTxnLeaves(t, adm, hanger.id, "Ongoing", time.Now().Add(quiesceTimeout))
+				b.Kill()
+				b = start(addr)
+			}
 		}
 
 		// The pipeline resumes: at least one more transaction commits.
@@ -204,9 +219,13 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 		now := pl.snapshot()
 		hangNote := ""
 		if hanger != nil {
-			hangNote = fmt.Sprintf(" hang(%s at restart)", hanger.state)
+			hangNote = fmt.Sprintf(" hang(%s at restart", hanger.state)
+			if hanger.second != "" {
+				hangNote += ", killed again at " + hanger.second
+			}
+			hangNote += ")"
 		}
-		t.Logf("cycle %2d %-7s kill@%-7s+%5.2fms run=%4dms restart=%4dms quiesce=%5dms txns +%3d committed +%2d aborted +%d end-errors, %2d dial errors; inputs %6d, committed outputs %6d, aborted copies %4d (pipeline's %4d)%s",
+		t.Logf("cycle %2d %-7s kill@%-7s+%5.2fms run=%4dms restart=%4dms quiesce=%5dms txns +%3d committed +%2d aborted +%d end-errors, %3d client I/O errors; inputs %6d, committed outputs %6d, aborted copies %4d (pipeline's %4d)%s",
 			c, mode, phaseNote, float64(jitter.Microseconds())/1000, runFor.Milliseconds(), restartTook.Milliseconds(), q.waited.Milliseconds(),
 			now.committed-before.committed, now.aborted-before.aborted, now.endErrs-before.endErrs, now.connErrs-before.connErrs,
 			st.numInputs(), len(st.committed), st.aborted, st.abortedPipeline, hangNote)
@@ -447,7 +466,7 @@ type pipeline struct {
 	committed, aborted, endErrs, sessions atomic.Int64
 	waiter                                atomic.Pointer[phaseWaiter]
 	current                               atomic.Pointer[session] // the session in use
-	connErrs                              atomic.Int64            // failed dials (the broker is down)
+	connErrs                              atomic.Int64            // failed dials, reads, writes (ioHook)
 	produceNs, endNs                      atomic.Int64            // running averages of the phases
 
 	errMu sync.Mutex
@@ -496,18 +515,23 @@ func (p *pipeline) awaitPhase(phase killPhase, deadline time.Time) bool {
 
 type pipelineStats struct{ committed, aborted, endErrs, sessions, connErrs int64 }
 
-func startPipeline(addr string, batch int) *pipeline {
+// startPipeline starts a pipeline taking at most batch records per transaction; it carries
+// on the counters of old, the pipeline it replaces, if any.
+func startPipeline(addr string, batch int, old *pipeline) *pipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pipeline{
 		addr: addr, batch: batch, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), ctl: make(chan pauseReq), errs: map[string]int{},
+	}
+	if old != nil {
+		p.inherit(old)
 	}
 	go p.run()
 	return p
 }
 
 // inherit carries the counters and error tallies of the pipeline this one replaces.
-func (p *pipeline) inherit(old *pipeline) *pipeline {
+func (p *pipeline) inherit(old *pipeline) {
 	p.committed.Add(old.committed.Load())
 	p.aborted.Add(old.aborted.Load())
 	p.endErrs.Add(old.endErrs.Load())
@@ -522,7 +546,6 @@ func (p *pipeline) inherit(old *pipeline) *pipeline {
 	}
 	p.errMu.Unlock()
 	old.errMu.Unlock()
-	return p
 }
 
 func (p *pipeline) snapshot() pipelineStats {
@@ -554,8 +577,18 @@ func (p *pipeline) errorSummary() string {
 }
 
 func (p *pipeline) newSession() (*session, error) {
-	p.sessions.Add(1)
-	s, err := kgo.NewGroupTransactSession(
+	n := p.sessions.Add(1)
+	var logOpt []kgo.Opt
+	if os.Getenv("EXACTQ_EOS_KGO_LOG") != "" { // the pipeline's kgo log at info (debug: =debug)
+		level := kgo.LogLevelInfo
+		if os.Getenv("EXACTQ_EOS_KGO_LOG") == "debug" {
+			level = kgo.LogLevelDebug
+		}
+		logOpt = append(logOpt, kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, func() string {
+			return fmt.Sprintf("%s pipeline session %d: ", time.Now().Format("15:04:05.000000"), n)
+		})))
+	}
+	s, err := kgo.NewGroupTransactSession(append(logOpt,
 		kgo.SeedBrokers(p.addr),
 		kgo.ConsumerGroup(eosGroup),
 		kgo.InstanceID(eosInstance),
@@ -570,8 +603,8 @@ func (p *pipeline) newSession() (*session, error) {
 		kgo.RebalanceTimeout(10*time.Second),
 		kgo.FetchMaxWait(50*time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-		kgo.WithHooks(dialHook{&p.connErrs}),
-	)
+		kgo.WithHooks(ioHook{&p.connErrs}),
+	)...)
 	if err != nil {
 		return nil, err
 	}
@@ -689,10 +722,25 @@ func (p *pipeline) phaseLength(phase killPhase) time.Duration {
 	return 5 * time.Millisecond
 }
 
-// dialHook counts failed connection attempts.
-type dialHook struct{ n *atomic.Int64 }
+// ioHook counts the client's failed dials, reads and writes (requests cut by a kill) and
+// group-management errors.
+type ioHook struct{ n *atomic.Int64 }
 
-func (h dialHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+func (h ioHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	h.count(err)
+}
+
+func (h ioHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	h.count(err)
+}
+
+func (h ioHook) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	h.count(err)
+}
+
+func (h ioHook) OnGroupManageError(err error) { h.count(err) }
+
+func (h ioHook) count(err error) {
 	if err != nil {
 		h.n.Add(1)
 	}
@@ -755,6 +803,7 @@ type hangTxn struct {
 	cl     *kgo.Client
 	values map[string]bool
 	state  string // its state as described right after the restart
+	second string // its state when the broker was killed again, if it was
 }
 
 func startHanger(t *testing.T, addr string, cycle int) *hangTxn {
@@ -812,6 +861,20 @@ func describeTxn(t *testing.T, adm *kadm.Client, id string) string {
 	}
 }
 
+// awaitTxnLeaves polls (as fast as the coordinator answers) until transactional id is no
+// longer in state, and returns its new state.
+func awaitTxnLeaves(t *testing.T, adm *kadm.Client, id, state string, deadline time.Time) string {
+	t.Helper()
+	for {
+		if s := describeTxn(t, adm, id); s != state {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %s still %s after its timeout", id, state)
+		}
+	}
+}
+
 // quiescent is the state of eos-out and the group once every transaction is decided.
 type quiescent struct {
 	hwm     []int64 // eos-out high watermarks, equal to its last stable offsets
@@ -830,6 +893,9 @@ func quiesce(t *testing.T, adm *kadm.Client, timeout time.Duration) quiescent {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(timeout)
+	// Request errors (a client's first request after a restart can fail on its dead
+	// connection) are retried for at least 10 s, also when timeout is 0.
+	errDeadline := start.Add(max(timeout, 10*time.Second))
 	var why string
 	for {
 		q, reason, err := quiescentNow(adm)
@@ -841,7 +907,7 @@ func quiesce(t *testing.T, adm *kadm.Client, timeout time.Duration) quiescent {
 		} else {
 			why = reason
 		}
-		if time.Now().After(deadline) {
+		if now := time.Now(); (err == nil && now.After(deadline)) || now.After(errDeadline) {
 			return quiescent{err: fmt.Errorf("not quiescent %v after the pipeline paused: %s", time.Since(start).Round(time.Millisecond), why), waited: time.Since(start)}
 		}
 		<-time.After(20 * time.Millisecond) // poll
