@@ -91,3 +91,62 @@ func TestQuantile(t *testing.T) {
 		t.Error("quantile of nothing")
 	}
 }
+
+// TestShareSmoke runs P3 on a freshly built exactq with a few records: every record must be
+// accepted exactly once and every row filled in; it never checks how fast.
+func TestShareSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker")
+	}
+	root, err := brokerproc.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "exactq")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := brokerproc.Build(ctx, root, bin); err != nil {
+		t.Fatal(err)
+	}
+	s := Suite{
+		Targets:    []Target{{Name: "exactq", Binary: bin, Fsync: "always", TempDir: t.TempDir()}},
+		Partitions: []int32{1},
+		Records:    2000, RecordBytes: 100, Share: true, Consumers: []int{1, 3}, ShareMaxRecords: 100,
+	}
+	rows, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	for i, r := range rows {
+		if r.Workload != "share" || r.Records != 2000 || r.Consumers != s.Consumers[i] || r.MBps <= 0 || r.Elapsed <= 0 || r.Duplicates != 0 {
+			t.Errorf("row not filled in: %+v", r)
+		}
+	}
+	var out bytes.Buffer
+	if err := WriteMarkdown(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(out.String(), "\n"); lines != 2+len(rows) || !strings.Contains(out.String(), "| consumers |") {
+		t.Errorf("share table:\n%s", out.String())
+	}
+
+	// Share against a broker started by hand (the -brokers path), records on 2 partitions.
+	p, err := brokerproc.Start(brokerproc.Options{Binary: bin, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	if _, err := Produce(ctx, ProduceConfig{Brokers: []string{p.Addr}, Topic: "q", Partitions: 2, Records: 300, RecordBytes: 10}); err != nil {
+		t.Fatal(err)
+	}
+	sr, err := Share(ctx, ShareConfig{Brokers: []string{p.Addr}, Topic: "q", Group: "g", Consumers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.Records != 300 || sr.Bytes != 3000 || sr.Duplicates != 0 || sr.Deliveries != 300 || sr.PerConsumer[0]+sr.PerConsumer[1] != 300 {
+		t.Errorf("share: %+v, want 300 records (3000 bytes) each delivered once", sr)
+	}
+}

@@ -21,11 +21,15 @@ import (
 const cliUsage = `exactq-bench: whole-system benchmark (produce/consume through franz-go kgo)
 
 Usage:
-  exactq-bench [flags] [run|produce|consume]
+  exactq-bench [flags] [run|produce|consume|share|loopback]
 
   run      produce, then consume the same records (default)
   produce  produce only
   consume  read an existing topic from the start (-brokers and -topic required)
+  share    P3: produce -records into a fresh topic (-partitions, default 1), then drain it
+           with -consumers share consumers of a fresh share group (share.auto.offset.reset
+           set to earliest) that Ack(AckAccept) every record; every record must be accepted
+           exactly once
   loopback one TCP stream over 127.0.0.1 (the machine's ceiling for one connection)
 
 Targets: -brokers for a running cluster (exactq, Apache Kafka, ...), and/or -exactq (a
@@ -35,6 +39,7 @@ temporary data directory for each measurement, once per -fsync policy.
 Examples:
   exactq-bench -build -fsync always,never -partitions 1,8 -records 500000 -size 1024
   exactq-bench -brokers 127.0.0.1:9092 -name kafka-4.4 -partitions 1,8
+  exactq-bench -build -fsync always -records 200000 -consumers 1,4 -runs 3 share
 
 Flags:
 `
@@ -58,6 +63,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	linger := fs.Duration("linger", 0, "producer linger (0: kgo default, 10ms)")
 	batchBytes := fs.Int("batch-bytes", 0, "producer max batch bytes (0: kgo default, 1000012)")
 	topic := fs.String("topic", "", "topic for consume")
+	consumers := fs.String("consumers", "4", "share: share consumer counts, comma-separated")
+	shareMax := fs.Int("share-max-records", 0, "share: kgo ShareMaxRecords per ShareFetch (0: kgo default, 500)")
 	tmp := fs.String("tmp", "", "directory for started brokers' data (default: the system temp dir)")
 	quiet := fs.Bool("q", false, "no progress output")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
@@ -71,7 +78,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		cmd = fs.Arg(0)
 	}
-	if fs.NArg() > 1 || (cmd != "run" && cmd != "produce" && cmd != "consume" && cmd != "loopback") {
+	if fs.NArg() > 1 || (cmd != "run" && cmd != "produce" && cmd != "consume" && cmd != "share" && cmd != "loopback") {
 		fs.Usage()
 		return 2
 	}
@@ -122,7 +129,25 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 
 	s := Suite{Records: *records, RecordBytes: *size, Runs: *runs, Consume: cmd == "run",
-		Rate: *rate, Linger: *linger, BatchBytes: int32(*batchBytes), Log: log}
+		Rate: *rate, Linger: *linger, BatchBytes: int32(*batchBytes), Log: log,
+		Share: cmd == "share", ShareMaxRecords: int32(*shareMax)}
+	if s.Share {
+		if s.Rate > 0 {
+			return fail(errors.New("-rate does not apply to share"))
+		}
+		partsSet := false
+		fs.Visit(func(f *flag.Flag) { partsSet = partsSet || f.Name == "partitions" })
+		if !partsSet {
+			*parts = "1" // P3 is one partition
+		}
+		for _, c := range splitList(*consumers) {
+			n, err := strconv.Atoi(c)
+			if err != nil || n <= 0 {
+				return fail(fmt.Errorf("bad consumer count %q", c))
+			}
+			s.Consumers = append(s.Consumers, n)
+		}
+	}
 	for _, p := range splitList(*parts) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
