@@ -42,10 +42,10 @@ type Suite struct {
 	Share           bool
 	Consumers       []int
 	ShareMaxRecords int32 // kgo.ShareMaxRecords; 0: kgo's default (500)
-	Rate        int  // records/s for produce (0: unpaced, as fast as possible)
-	Linger      time.Duration
-	BatchBytes  int32
-	Log         io.Writer // progress lines; nil for none
+	Rate            int   // records/s for produce (0: unpaced, as fast as possible)
+	Linger          time.Duration
+	BatchBytes      int32
+	Log             io.Writer // progress lines; nil for none
 }
 
 // Row is one measurement.
