@@ -377,3 +377,30 @@ func (b *Broker) handleTxnShareAcknowledge(ctx context.Context, req *server.Requ
 	resp.APIKey, resp.Version = r.Key(), req.Version
 	return server.Reply{Resp: resp}
 }
+
+// SharePartitionState is an operator's view of one share partition: its window with
+// per-record states, delivery counts and staged transactions.
+type SharePartitionState struct {
+	Topic     string                     `json:"topic"`
+	Partition int32                      `json:"partition"`
+	State     share.PartitionDescription `json:"state"`
+}
+
+// DescribeShareGroupState lists the loaded share partitions of a group with their
+// in-flight windows (for `exactq share describe --records` and the admin endpoint). Share
+// partitions not loaded since start-up are absent.
+func (b *Broker) DescribeShareGroupState(groupID string) []SharePartitionState {
+	s := b.loadedShares()
+	if s == nil {
+		return nil
+	}
+	var out []SharePartitionState
+	for _, d := range s.fetch.Describe(groupID) {
+		name := ""
+		if t := b.topics.getByID(d.TopicID); t != nil {
+			name = t.name
+		}
+		out = append(out, SharePartitionState{Topic: name, Partition: d.Partition, State: d})
+	}
+	return out
+}

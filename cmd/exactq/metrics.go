@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -21,6 +22,16 @@ func metricsHandler(b *broker.Broker) http.Handler {
 	reg.MustRegister(b.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// Per-record share state has no Kafka RPC; operators read it here as JSON.
+	mux.HandleFunc("/v1/share/state", func(w http.ResponseWriter, r *http.Request) {
+		group := r.URL.Query().Get("group")
+		if group == "" {
+			http.Error(w, "group parameter required", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(b.DescribeShareGroupState(group))
+	})
 	return mux
 }
 
