@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/txnshare"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -103,6 +105,11 @@ func Open(cfg Config) (*Broker, error) {
 	defaults, err := newBrokerDefaults(cfg.BrokerConfigs)
 	if err != nil {
 		return nil, err
+	}
+	if k := cfg.TxnShareAckKey; k > 0 {
+		if _, taken := server.Kafka44[k]; taken {
+			return nil, fmt.Errorf("TxnShareAcknowledge API key %d is a Kafka API key; pick an unused one (default %d)", k, txnshare.DefaultAPIKey)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "topics"), 0o755); err != nil {
 		return nil, err
@@ -250,9 +257,11 @@ func (b *Broker) housekeeping() {
 	}
 }
 
-// RunHousekeeping applies retention and compaction to every partition once and forgets
-// idle producers (producer.id.expiration.ms), which bounds producer-state memory.
+// RunHousekeeping applies retention and compaction to every partition once, forgets idle
+// producers (producer.id.expiration.ms), which bounds producer-state memory, and prunes
+// superseded share state.
 func (b *Broker) RunHousekeeping() {
+	b.pruneShareState()
 	for _, t := range b.topics.all() {
 		parts, settings := t.snapshot()
 		for _, p := range parts {

@@ -367,7 +367,13 @@ func (b *Broker) handleTxnShareAcknowledge(ctx context.Context, req *server.Requ
 			return kerr.CoordinatorNotAvailable.Code
 		}
 		for _, p := range stateParts {
-			if code := c.VerifyOrAdd(ctx, *r.TransactionalID, r.ProducerID, r.ProducerEpoch, shareGroupStateTopic, p, true); code != 0 {
+			code := c.VerifyOrAdd(ctx, *r.TransactionalID, r.ProducerID, r.ProducerEpoch, shareGroupStateTopic, p, true)
+			if code == kerr.NotEnoughReplicas.Code {
+				// VerifyOrAdd speaks the produce path's dialect; a coordinator that is
+				// unavailable or loading is retriable under its own name here.
+				code = kerr.CoordinatorNotAvailable.Code
+			}
+			if code != 0 {
 				return code
 			}
 		}
@@ -403,4 +409,31 @@ func (b *Broker) DescribeShareGroupState(groupID string) []SharePartitionState {
 		out = append(out, SharePartitionState{Topic: name, Partition: d.Partition, State: d})
 	}
 	return out
+}
+
+// pruneShareState deletes the prefix of each __share_group_state partition that later
+// snapshots superseded, and re-snapshots idle keys so they do not hold pruning back. The
+// topic is not compacted (its updates are deltas), so this is what bounds its size.
+func (b *Broker) pruneShareState() {
+	s := b.loadedShares()
+	if s == nil {
+		return
+	}
+	if _, err := s.store.SnapshotCold(context.Background()); err != nil {
+		b.logger.Warn("share-state cold snapshots failed", "err", err)
+	}
+	t := b.topics.get(shareGroupStateTopic)
+	if t == nil {
+		return
+	}
+	parts, _ := t.snapshot()
+	for _, p := range parts {
+		off, ok := s.store.LastRedundantOffset(p.index)
+		if !ok || off <= p.log.StartOffset() {
+			continue
+		}
+		if _, err := p.log.DeleteRecordsBefore(min(off, p.highWatermark())); err != nil {
+			b.logger.Warn("pruning share state failed", "partition", p.index, "err", err)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/broker"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/txnshare"
 )
@@ -272,4 +273,22 @@ func TestTxnShareAcknowledgeRejectsBadStaging(t *testing.T) {
 	stageOK(t, p.stage(m, 0, 4, txnshare.AckAccept))
 	p.end(true)
 	waitShareStartOffset(t, cl, "bsg", "in", 5)
+}
+
+// The TxnShareAcknowledge key is configurable, may be turned off (then not advertised),
+// and may not take a Kafka API key.
+func TestTxnShareAckKeyConfig(t *testing.T) {
+	off := testbroker.Start(t, func(c *broker.Config) { c.TxnShareAckKey = -1 })
+	vs, err := kadm.NewClient(newClient(t, off.Addr)).ApiVersions(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		if _, ok := v.KeyMaxVersion(txnshare.DefaultAPIKey); ok {
+			t.Fatal("TxnShareAcknowledge advertised while turned off")
+		}
+	}
+	if _, err := broker.Open(broker.Config{DataDir: t.TempDir(), NodeID: 1, TxnShareAckKey: 1}); err == nil {
+		t.Fatal("a broker accepted Fetch's key for TxnShareAcknowledge")
+	}
 }

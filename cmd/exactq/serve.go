@@ -33,6 +33,7 @@ type serveOptions struct {
 	autoCreate      bool
 	logLevel        string
 	metricsListen   string
+	txnShareAckKey  int
 	brokerConfigs   map[string]string // Kafka broker config names (log.retention.ms, ...)
 }
 
@@ -76,6 +77,7 @@ func runServe(args []string) error {
 	fs.BoolVar(&opts.autoCreate, "auto-create-topics", opts.autoCreate, "create unknown topics a client asks for in Metadata")
 	fs.StringVar(&opts.logLevel, "log-level", opts.logLevel, "debug, info, warn or error")
 	fs.StringVar(&opts.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	fs.IntVar(&opts.txnShareAckKey, "txn-share-ack-key", 95, "API key of KIP-1289's TxnShareAcknowledge; -1 turns transactional share acknowledgements off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -173,6 +175,7 @@ func serve(opts serveOptions) error {
 		AutoCreateTopics: opts.autoCreate,
 		Fsync:            fsync,
 		BrokerConfigs:    opts.brokerConfigs,
+		TxnShareAckKey:   int16(opts.txnShareAckKey),
 		Logger:           logger,
 	})
 	if err != nil {

@@ -48,8 +48,10 @@
 //     answers when durable; on a failed write calls UnstageTxnAcks with the
 //     same batches (or drops the partition if the outcome is unknown).
 //  7. Transaction markers on the __share_group_state partition: CompleteTxn
-//     for each share partition mapped to it, persisting the Update before the
-//     marker is acknowledged.
+//     for each share partition the store resolved. Nothing is written for it:
+//     the marker in the log is the durable resolution (sharestate.ApplyMarker
+//     appends it and replay applies it), and later Updates start from the
+//     resolved state.
 //  8. Log start offset moves (retention, DeleteRecords): AdvanceLogStart.
 //  9. Metrics and `exactq share describe`: Counters, TxPendingRecords,
 //     Describe.
