@@ -24,6 +24,7 @@
 //	admin_groups.go       ListGroups, DescribeGroups (consumer-protocol decoding),
 //	              DeleteGroups, FetchOffsets
 //	admin_txn.go  ListTransactions, DescribeTransactions, DescribeProducers
+//	admin_share.go DescribeShareGroups (ShareGroupDescribe), DescribeShareGroupOffsets
 //	share.go      ShareConsumer (KIP-932 share groups): ShareGroupHeartbeat membership,
 //	              share sessions per leader, piggybacked acks, implicit/explicit modes
 //	share_acks.go AckType, ShareGroupMetadata, TxnAcks and the ack batch rules
