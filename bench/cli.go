@@ -65,6 +65,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	topic := fs.String("topic", "", "topic for consume")
 	consumers := fs.String("consumers", "4", "share: share consumer counts, comma-separated")
 	shareMax := fs.Int("share-max-records", 0, "share: kgo ShareMaxRecords per ShareFetch (0: kgo default, 500)")
+	shareBytes := fs.Int("share-fetch-bytes", 0, "share: kgo FetchMaxBytes of the share consumers (0: kgo default, 50 MiB)")
+	shareWait := fs.Duration("share-fetch-wait", 0, "share: kgo FetchMaxWait of the share consumers (0: kgo default, 5s)")
+	shareGroupCfg := fs.String("share-group-config", "", "share: further group configs, k=v comma-separated (e.g. share.partition.max.record.locks=10000)")
 	tmp := fs.String("tmp", "", "directory for started brokers' data (default: the system temp dir)")
 	quiet := fs.Bool("q", false, "no progress output")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
@@ -130,7 +133,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	s := Suite{Records: *records, RecordBytes: *size, Runs: *runs, Consume: cmd == "run",
 		Rate: *rate, Linger: *linger, BatchBytes: int32(*batchBytes), Log: log,
-		Share: cmd == "share", ShareMaxRecords: int32(*shareMax)}
+		Share: cmd == "share", ShareMaxRecords: int32(*shareMax), ShareFetchBytes: int32(*shareBytes), ShareFetchWait: *shareWait}
 	if s.Share {
 		if s.Rate > 0 {
 			return fail(errors.New("-rate does not apply to share"))
@@ -139,6 +142,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs.Visit(func(f *flag.Flag) { partsSet = partsSet || f.Name == "partitions" })
 		if !partsSet {
 			*parts = "1" // P3 is one partition
+		}
+		for _, kv := range splitList(*shareGroupCfg) {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fail(fmt.Errorf("bad group config %q, want k=v", kv))
+			}
+			if s.ShareGroupCfg == nil {
+				s.ShareGroupCfg = map[string]string{}
+			}
+			s.ShareGroupCfg[k] = v
 		}
 		for _, c := range splitList(*consumers) {
 			n, err := strconv.Atoi(c)

@@ -24,7 +24,16 @@ type ShareConfig struct {
 	// MaxRecords sets kgo.ShareMaxRecords (MaxRecords and BatchSize of ShareFetch); 0 keeps
 	// kgo's default (500).
 	MaxRecords int32
-	Progress   func(accepted int)
+	// FetchMaxBytes sets kgo.FetchMaxBytes (ShareFetch MaxBytes); 0 keeps kgo's default
+	// (50 MiB).
+	FetchMaxBytes int32
+	// FetchMaxWait sets kgo.FetchMaxWait (how long the broker may hold a ShareFetch with
+	// nothing to acquire); 0 keeps kgo's default (5 s).
+	FetchMaxWait time.Duration
+	// GroupConfigs are further group configs set with share.auto.offset.reset (e.g.
+	// share.partition.max.record.locks).
+	GroupConfigs map[string]string
+	Progress     func(accepted int)
 }
 
 // ShareResult is what a share-consumption run measured.
@@ -125,6 +134,11 @@ func Share(ctx context.Context, cfg ShareConfig) (ShareResult, error) {
 	if err := setGroupConfig(ctx, admCl, cfg.Group, "share.auto.offset.reset", "earliest"); err != nil {
 		return ShareResult{}, err
 	}
+	for k, v := range cfg.GroupConfigs {
+		if err := setGroupConfig(ctx, admCl, cfg.Group, k, v); err != nil {
+			return ShareResult{}, err
+		}
+	}
 
 	var (
 		ackMu     sync.Mutex
@@ -151,6 +165,12 @@ func Share(ctx context.Context, cfg ShareConfig) (ShareResult, error) {
 	}
 	if cfg.MaxRecords > 0 {
 		opts = append(opts, kgo.ShareMaxRecords(cfg.MaxRecords))
+	}
+	if cfg.FetchMaxBytes > 0 {
+		opts = append(opts, kgo.FetchMaxBytes(cfg.FetchMaxBytes))
+	}
+	if cfg.FetchMaxWait > 0 {
+		opts = append(opts, kgo.FetchMaxWait(cfg.FetchMaxWait))
 	}
 	clients := make([]*kgo.Client, cfg.Consumers)
 	defer func() {

@@ -41,8 +41,11 @@ type Suite struct {
 	// share consumers (default 4) that accept every record explicitly.
 	Share           bool
 	Consumers       []int
-	ShareMaxRecords int32 // kgo.ShareMaxRecords; 0: kgo's default (500)
-	Rate            int   // records/s for produce (0: unpaced, as fast as possible)
+	ShareMaxRecords int32             // kgo.ShareMaxRecords; 0: kgo's default (500)
+	ShareFetchBytes int32             // kgo.FetchMaxBytes of the share consumers; 0: kgo's default (50 MiB)
+	ShareFetchWait  time.Duration     // kgo.FetchMaxWait of the share consumers; 0: kgo's default (5 s)
+	ShareGroupCfg   map[string]string // further group configs of the share group
+	Rate            int               // records/s for produce (0: unpaced, as fast as possible)
 	Linger          time.Duration
 	BatchBytes      int32
 	Log             io.Writer // progress lines; nil for none
@@ -222,8 +225,9 @@ func (s Suite) measureShare(ctx context.Context, tg Target, partitions int32, co
 	cpu0 := procCPU(proc)
 	sr, err := Share(ctx, ShareConfig{
 		Brokers: brokers, Topic: topic, Group: fmt.Sprintf("bench-share-%d", id), Consumers: consumers,
-		MaxRecords: s.ShareMaxRecords,
-		Progress:   func(n int) { s.logf("  share: %d/%d accepted", n, pr.Records) },
+		MaxRecords: s.ShareMaxRecords, FetchMaxBytes: s.ShareFetchBytes, FetchMaxWait: s.ShareFetchWait,
+		GroupConfigs: s.ShareGroupCfg,
+		Progress:     func(n int) { s.logf("  share: %d/%d accepted", n, pr.Records) },
 	})
 	if err != nil {
 		return Row{}, err
