@@ -11,6 +11,8 @@ import (
 //	%t topic   %p partition   %o offset   %T timestamp (ms)   %k key   %v or %s value
 //	%K key length (-1: null)   %S value length (-1: null)   %h headers as k=v,k=v   %% a %
 //	\n \t \r \\ escapes
+//
+// Share consumption (parseShareFormat) adds %d, the record's delivery count.
 type recordFormat []formatPart
 
 // formatPart is literal text (verb 0) or one % verb.
@@ -19,7 +21,12 @@ type formatPart struct {
 	text string
 }
 
-func parseFormat(s string) (recordFormat, error) {
+func parseFormat(s string) (recordFormat, error) { return parseFormatVerbs(s, false) }
+
+// parseShareFormat is parseFormat with %d, the delivery count of a share-group record.
+func parseShareFormat(s string) (recordFormat, error) { return parseFormatVerbs(s, true) }
+
+func parseFormatVerbs(s string, delivery bool) (recordFormat, error) {
 	var out recordFormat
 	var lit []byte
 	flush := func() {
@@ -63,8 +70,18 @@ func parseFormat(s string) (recordFormat, error) {
 		case 't', 'p', 'o', 'T', 'k', 'v', 'K', 'S', 'h':
 			flush()
 			out = append(out, formatPart{verb: n})
+		case 'd':
+			if !delivery {
+				return nil, usagef("--format %q: %%d (delivery count) is for share consume only", s)
+			}
+			flush()
+			out = append(out, formatPart{verb: n})
 		default:
-			return nil, usagef("--format %q: unknown verb %%%c (%%t %%p %%o %%T %%k %%v %%s %%K %%S %%h %%%%)", s, n)
+			verbs := "%t %p %o %T %k %v %s %K %S %h %%"
+			if delivery {
+				verbs = "%t %p %o %T %k %v %s %K %S %h %d %%"
+			}
+			return nil, usagef("--format %q: unknown verb %%%c (%s)", s, n, verbs)
 		}
 	}
 	flush()
@@ -83,6 +100,8 @@ func (f recordFormat) appendRecord(dst []byte, r *client.Record) []byte {
 			dst = strconv.AppendInt(dst, int64(r.Partition), 10)
 		case 'o':
 			dst = strconv.AppendInt(dst, r.Offset, 10)
+		case 'd':
+			dst = strconv.AppendInt(dst, int64(r.DeliveryCount), 10)
 		case 'T':
 			dst = strconv.AppendInt(dst, r.Timestamp.UnixMilli(), 10)
 		case 'k':

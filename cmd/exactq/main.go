@@ -22,6 +22,9 @@ Usage:
                               manage topics
   exactq group list|describe|delete ...
                               list, describe (members, offsets, lag) and delete groups
+  exactq share consume|describe|list ...
+                              consume from share groups (queues), describe their members,
+                              start offsets, lag and in-flight records
   exactq txn list|describe ...
                               list and describe transactional ids
   exactq produce TOPIC        produce stdin lines as records
@@ -40,6 +43,7 @@ type command func(ctx context.Context, args []string, stdin io.Reader, stdout, s
 var commands = map[string]command{
 	"topic":   runTopic,
 	"group":   runGroup,
+	"share":   runShare,
 	"txn":     runTxn,
 	"produce": runProduce,
 	"consume": runConsume,

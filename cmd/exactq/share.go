@@ -1,0 +1,570 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/share/sharepartition"
+)
+
+const shareUsage = `Usage:
+  exactq share consume TOPIC -g GROUP [--ack accept|release|reject] [--mode explicit|implicit]
+                       [-n N] [--format TEMPLATE] [--from-earliest]
+  exactq share describe GROUP... [--records --admin http://HOST:PORT]
+  exactq share list [--state STATE ...] [-v]
+
+Flags (every subcommand):
+  -b, --brokers host:port[,...]   bootstrap brokers (default 127.0.0.1:9092)
+`
+
+// runShare runs "exactq share SUBCOMMAND ...".
+func runShare(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("missing subcommand (consume, describe, list)")
+	}
+	sub, args := args[0], args[1:]
+	var err error
+	switch sub {
+	case "consume":
+		err = shareConsume(ctx, args, stdout, stderr)
+	case "describe":
+		err = shareDescribe(ctx, args, stdout)
+	case "list":
+		err = shareList(ctx, args, stdout)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, shareUsage)
+		return errHelp
+	default:
+		return usagef("unknown subcommand %q (consume, describe, list)", sub)
+	}
+	return withCmd(err, "share "+sub)
+}
+
+const shareConsumeUsage = `Usage: exactq share consume TOPIC -g GROUP [flags]
+
+Joins share group GROUP (KIP-932) as one member and prints the records delivered to it, one
+--format per record, written out after every poll. The group's members share the topic's
+partitions: each record is locked to the member it was delivered to until that member
+acknowledges it. Stops after -n records or on SIGINT; closing the member releases the
+records it holds unacknowledged (the group delivers them again, with a higher delivery
+count).
+
+  -g, --group GROUP         the share group (required)
+      --ack TYPE            explicit mode: the acknowledgement of every record, sent once
+                            it was written: accept (default: done, never delivered again),
+                            release (delivered again, with a higher delivery count) or
+                            reject (archived, never delivered again)
+      --mode MODE           explicit (default): acknowledge each record with --ack;
+                            implicit: the client accepts every record a poll returned on
+                            the next poll or on close (--ack must be accept)
+  -n, --count N             stop after N records. Explicit mode releases the records
+                            fetched beyond N; implicit mode prints (and accepts) every
+                            record of the last poll, so it may print more than N
+      --format TEMPLATE     as consume's (default "%v\n"), plus %d: the record's delivery
+                            count (1 on its first delivery)
+      --from-earliest       first set share.auto.offset.reset=earliest on the group (it
+                            applies to share partitions the group has not started yet; by
+                            default a group starts at the end of the log)
+  -q, --quiet               no status lines on stderr
+  -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
+`
+
+// shareCloseTimeout bounds closing the share consumer after the last record or SIGINT:
+// the acknowledgements go out and the member leaves.
+const shareCloseTimeout = 10 * time.Second
+
+func parseAckType(s string) (client.AckType, error) {
+	switch strings.ToLower(s) {
+	case "accept":
+		return client.AckAccept, nil
+	case "release":
+		return client.AckRelease, nil
+	case "reject":
+		return client.AckReject, nil
+	}
+	return 0, usagef("--ack %q: want accept, release or reject", s)
+}
+
+func shareConsume(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newCmdFlags("share consume", shareConsumeUsage, stdout)
+	var group, ackName, mode, format string
+	var count int64
+	var fromEarliest, quiet bool
+	f.StringVar(&group, "g", "", "")
+	f.StringVar(&group, "group", "", "")
+	f.StringVar(&ackName, "ack", "accept", "")
+	f.StringVar(&mode, "mode", "explicit", "")
+	f.Int64Var(&count, "n", 0, "")
+	f.Int64Var(&count, "count", 0, "")
+	f.StringVar(&format, "format", `%v\n`, "")
+	f.BoolVar(&fromEarliest, "from-earliest", false, "")
+	f.BoolVar(&quiet, "q", false, "")
+	f.BoolVar(&quiet, "quiet", false, "")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	topic := pos[0]
+	if group == "" {
+		return usagef("missing -g GROUP")
+	}
+	ack, err := parseAckType(ackName)
+	if err != nil {
+		return err
+	}
+	var ackMode client.AckMode
+	switch mode {
+	case "explicit":
+		ackMode = client.AckExplicit
+	case "implicit":
+		ackMode = client.AckImplicit
+		if ack != client.AckAccept {
+			return usagef("--ack %s needs --mode explicit (implicit mode accepts every record)", ackName)
+		}
+	default:
+		return usagef("--mode %q: want explicit or implicit", mode)
+	}
+	if count < 0 {
+		return usagef("-n %d: want a count of at least 1", count)
+	}
+	recFormat, err := parseShareFormat(format)
+	if err != nil {
+		return err
+	}
+	status := stderr
+	if quiet {
+		status = io.Discard
+	}
+
+	adm, err := newAdmin(f)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	// A share consumer waits for a topic that does not exist; say so instead.
+	if _, err := adm.DescribeTopics(ctx, topic); err != nil {
+		return topicErr(err)
+	}
+	if fromEarliest {
+		res := client.ConfigResource{Type: client.GroupResource, Name: group}
+		if _, err := adm.IncrementalAlterConfigs(ctx, false, map[client.ConfigResource][]client.AlterConfig{
+			res: {{Name: "share.auto.offset.reset", Op: client.OpSet, Value: "earliest"}},
+		}); err != nil {
+			return fmt.Errorf("set share.auto.offset.reset=earliest on group %s: %w", group, err)
+		}
+	}
+
+	var ackMu sync.Mutex
+	var ackFailed int
+	var ackErr error
+	cfg := client.ShareConsumerConfig{
+		Brokers: f.brokerList(), Net: netConfig(), Group: group, Topics: []string{topic}, AckMode: ackMode,
+		OnAcknowledged: func(rs []client.AckResult) {
+			ackMu.Lock()
+			defer ackMu.Unlock()
+			for _, r := range rs {
+				if r.Err != nil {
+					ackFailed += len(r.Offsets)
+					if ackErr == nil {
+						ackErr = fmt.Errorf("%s[%d]: %w", r.Partition.Topic, r.Partition.Partition, r.Err)
+					}
+				}
+			}
+		},
+	}
+	if count > 0 && count < 500 {
+		cfg.MaxRecords = int32(count) // fetch no more than needed (a soft cap)
+	}
+	sc, err := client.NewShareConsumer(cfg)
+	if err != nil {
+		return err
+	}
+	how := "explicit acknowledgement, " + ack.String()
+	if ackMode == client.AckImplicit {
+		how = "implicit acknowledgement"
+	}
+	fmt.Fprintf(status, "%% share-consuming %s in group %s (%s)\n", topic, group, how)
+
+	written, loopErr := shareConsumeLoop(ctx, sc, ackMode, ack, count, recFormat, stdout)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shareCloseTimeout)
+	defer cancel()
+	closeErr := sc.Close(closeCtx) // sends the acknowledgements, releases the rest, leaves
+	fmt.Fprintf(status, "%% consumed %d records\n", written)
+
+	ackMu.Lock()
+	defer ackMu.Unlock()
+	if ackErr != nil {
+		// Close's error repeats the acknowledgement failures the callback saw.
+		return errors.Join(loopErr, fmt.Errorf("%d acknowledgements failed, first: %w", ackFailed, ackErr))
+	}
+	return errors.Join(loopErr, closeErr)
+}
+
+// shareConsumeLoop polls, writes and (explicit mode) acknowledges records until count
+// (0: no limit), ctx's cancellation (not an error) or a failure, and returns the records
+// written. A record is acknowledged only once written; those that were not are released
+// when the consumer closes.
+func shareConsumeLoop(ctx context.Context, sc *client.ShareConsumer, mode client.AckMode, ack client.AckType, count int64, format recordFormat, stdout io.Writer) (int64, error) {
+	var written int64
+	var buf []byte
+	for count == 0 || written < count {
+		recs, err := sc.Poll(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return written, nil // interrupted: a clean stop
+		case err != nil:
+			return written, err
+		}
+		// Implicit mode accepts every record the poll returned: print them all.
+		if mode == client.AckExplicit && count > 0 && int64(len(recs)) > count-written {
+			recs = recs[:count-written]
+		}
+		buf = buf[:0]
+		for _, r := range recs {
+			buf = format.appendRecord(buf, r)
+		}
+		if _, err := stdout.Write(buf); err != nil {
+			return written, err
+		}
+		written += int64(len(recs))
+		if mode == client.AckExplicit {
+			for _, r := range recs {
+				if err := sc.Acknowledge(r, ack); err != nil {
+					return written, err
+				}
+			}
+		}
+	}
+	return written, nil
+}
+
+const shareDescribeUsage = `Usage: exactq share describe GROUP... [flags]
+
+Describes each share group: its state, epochs and assignor; its members with the
+partitions assigned to them (members share partitions); and per share partition the
+share-partition start offset (every record before it is acknowledged or archived) and the
+lag (records at or after it not yet delivered for good). A partition the group has not
+started shows "-".
+
+With --records it also prints, per share partition, the in-flight window as the broker
+holds it: offset ranges with their state (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED,
+TX_PENDING), delivery count, the member holding them and its lock deadline (ACQUIRED and
+TX_PENDING), and for TX_PENDING the producer id and epoch of the transaction that staged
+the acknowledgement, its type and the state an abort returns the record to. These come
+from GET /v1/share/state on the admin listener of the partition's leader (exactq serve
+--metrics-listen); only share partitions loaded since that broker started are listed.
+
+      --records             print the in-flight windows (needs --admin)
+      --admin URL           the broker's admin listener, http://HOST:PORT (implies --records)
+  -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
+`
+
+func shareDescribe(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newCmdFlags("share describe", shareDescribeUsage, stdout)
+	var records bool
+	var adminURL string
+	f.BoolVar(&records, "records", false, "")
+	f.StringVar(&adminURL, "admin", "", "")
+	names, err := f.parse(args, 1, -1)
+	if err != nil {
+		return err
+	}
+	var base *url.URL
+	if adminURL != "" {
+		if base, err = parseAdminURL(adminURL); err != nil {
+			return err
+		}
+		records = true
+	} else if records {
+		return usagef("--records needs --admin http://HOST:PORT (the broker's --metrics-listen address)")
+	}
+	adm, err := newAdmin(f)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	descs, err := adm.DescribeShareGroups(ctx, names...)
+	errs := []error{err}
+	printed := 0
+	for _, d := range descs {
+		if d.Err != nil {
+			continue // in err
+		}
+		offsets, err := adm.DescribeShareGroupOffsets(ctx, d.Group)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: share offsets: %w", d.Group, err))
+		}
+		if printed > 0 {
+			fmt.Fprintln(stdout)
+		}
+		printed++
+		if err := writeShareGroup(stdout, d, offsets); err != nil {
+			return err
+		}
+		if records {
+			states, err := fetchShareState(ctx, base, d.Group)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: in-flight records: %w", d.Group, err))
+				continue
+			}
+			if err := writeShareState(stdout, d.Group, states); err != nil {
+				return err
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeShareGroup prints one described share group: a summary line, the members table
+// and the share partitions table.
+func writeShareGroup(w io.Writer, d client.ShareGroupDescription, offsets map[client.TopicPartition]client.ShareGroupOffset) error {
+	fmt.Fprintf(w, "Group: %s\tState: %s\tGroup-Epoch: %d\tAssignment-Epoch: %d\tAssignor: %s\tCoordinator: %d\tMembers: %d\n",
+		d.Group, d.State, d.GroupEpoch, d.AssignmentEpoch, orDash(d.Assignor), d.Coordinator, len(d.Members))
+	tw := newTable(w)
+	members := map[client.TopicPartition]int{}
+	if len(d.Members) > 0 {
+		fmt.Fprintln(tw, "\nMEMBER\tEPOCH\tCLIENT-ID\tHOST\tRACK\tPARTITIONS")
+		for _, m := range d.Members {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", m.MemberID, m.MemberEpoch, orDash(m.ClientID), orDash(m.ClientHost), orDash(m.RackID), partitionList(m.Assignment))
+			for _, tp := range m.Assignment {
+				members[tp]++
+			}
+		}
+	}
+	rows := map[client.TopicPartition]bool{}
+	for tp := range members {
+		rows[tp] = true
+	}
+	for tp := range offsets {
+		rows[tp] = true
+	}
+	if len(rows) > 0 {
+		tps := make([]client.TopicPartition, 0, len(rows))
+		for tp := range rows {
+			tps = append(tps, tp)
+		}
+		sort.Slice(tps, func(i, j int) bool {
+			if tps[i].Topic != tps[j].Topic {
+				return tps[i].Topic < tps[j].Topic
+			}
+			return tps[i].Partition < tps[j].Partition
+		})
+		fmt.Fprintln(tw, "\nTOPIC\tPARTITION\tSTART-OFFSET\tLAG\tMEMBERS")
+		for _, tp := range tps {
+			start, lag := "-", "-"
+			if o, ok := offsets[tp]; ok && o.Err == nil {
+				start, lag = dashIfNegative(o.StartOffset), dashIfNegative(o.Lag)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\n", tp.Topic, tp.Partition, start, lag, members[tp])
+		}
+	}
+	return tw.Flush()
+}
+
+func dashIfNegative(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// parseAdminURL accepts http://HOST:PORT, https://HOST:PORT or HOST:PORT.
+func parseAdminURL(s string) (*url.URL, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("--admin %q: want http://HOST:PORT", s)
+	}
+	return u, nil
+}
+
+// shareStateJSON is one element of GET /v1/share/state (broker.SharePartitionState as
+// encoding/json writes it).
+type shareStateJSON struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	State     struct {
+		StartOffset, Lag int64
+		Window           struct {
+			StartOffset, EndOffset int64
+			InFlightRecords        int64
+			TxPendingRecords       int64
+			Records                []shareRangeJSON
+			Counters               sharepartition.Counters
+		}
+	} `json:"state"`
+}
+
+type shareRangeJSON struct {
+	FirstOffset, LastOffset int64
+	State                   stateName
+	DeliveryCount           int16
+	Member                  string
+	LockDeadlineMs          int64
+	StagedProducerID        int64
+	StagedProducerEpoch     int16
+	StagedAckType           ackName
+	StagedAbortState        stateName
+}
+
+// stateName is a record state sent as its id (or, should the broker send names, a name).
+type stateName string
+
+func (s *stateName) UnmarshalJSON(b []byte) error {
+	var id int8
+	if err := json.Unmarshal(b, &id); err == nil {
+		if id < 0 {
+			*s = ""
+		} else {
+			*s = stateName(sharepartition.State(id).String())
+		}
+		return nil
+	}
+	return json.Unmarshal(b, (*string)(s))
+}
+
+// ackName is an acknowledgement type sent as its id (or a name).
+type ackName string
+
+func (a *ackName) UnmarshalJSON(b []byte) error {
+	var id int8
+	if err := json.Unmarshal(b, &id); err == nil {
+		if id < 0 {
+			*a = ""
+		} else {
+			*a = ackName(sharepartition.AckType(id).String())
+		}
+		return nil
+	}
+	return json.Unmarshal(b, (*string)(a))
+}
+
+// fetchShareState gets the group's in-flight windows from the broker's admin listener.
+func fetchShareState(ctx context.Context, base *url.URL, group string) ([]shareStateJSON, error) {
+	u := base.JoinPath("/v1/share/state")
+	u.RawQuery = url.Values{"group": {group}}.Encode()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var out []shareStateJSON
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", u, err)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+// writeShareState prints the in-flight window of each share partition.
+func writeShareState(w io.Writer, group string, states []shareStateJSON) error {
+	if len(states) == 0 {
+		_, err := fmt.Fprintf(w, "\nNo in-flight records of group %s on this broker (share partitions load on their first fetch or acknowledgement after it starts).\n", group)
+		return err
+	}
+	for _, s := range states {
+		win := s.State.Window
+		fmt.Fprintf(w, "\nIn-flight records of %s[%d]: start offset %d, end offset %d, %d in flight, %d TX_PENDING\n",
+			s.Topic, s.Partition, win.StartOffset, win.EndOffset, win.InFlightRecords, win.TxPendingRecords)
+		c := win.Counters
+		fmt.Fprintf(w, "Counters: acquired %d, acknowledged %d, released %d, rejected %d, archived %d, lock-expired %d, renewed %d, txn-staged %d, txn-committed %d, txn-aborted %d, archived-on-abort %d\n",
+			c.Acquired, c.Acknowledged, c.Released, c.Rejected, c.Archived, c.LockExpired, c.Renewed, c.TxnStaged, c.TxnCommitted, c.TxnAborted, c.ArchivedOnAbort)
+		if len(win.Records) == 0 {
+			continue
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "OFFSETS\tSTATE\tDELIVERIES\tMEMBER\tLOCK-DEADLINE\tPRODUCER-ID\tPRODUCER-EPOCH\tSTAGED-ACK\tON-ABORT")
+		for _, r := range win.Records {
+			offsets := strconv.FormatInt(r.FirstOffset, 10)
+			if r.LastOffset != r.FirstOffset {
+				offsets += "-" + strconv.FormatInt(r.LastOffset, 10)
+			}
+			member, deadline, pid, epoch, staged, onAbort := "-", "-", "-", "-", "-", "-"
+			switch r.State {
+			case "ACQUIRED":
+				member = orDash(r.Member)
+				if r.LockDeadlineMs > 0 {
+					deadline = time.UnixMilli(r.LockDeadlineMs).UTC().Format("2006-01-02T15:04:05.000Z")
+				}
+			case "TX_PENDING": // the member field of other states is stale
+				member = orDash(r.Member)
+				pid, epoch = strconv.FormatInt(r.StagedProducerID, 10), strconv.Itoa(int(r.StagedProducerEpoch))
+				staged, onAbort = orDash(string(r.StagedAckType)), orDash(string(r.StagedAbortState))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", offsets, r.State, r.DeliveryCount, member, deadline, pid, epoch, staged, onAbort)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func shareList(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newCmdFlags("share list", `Usage: exactq share list [flags]
+
+Prints every share group name, one a line, sorted.
+
+      --state STATE         only groups in STATE: Empty, Stable or Dead (repeatable or
+                            comma-separated)
+  -v, --verbose             a table with each group's state and coordinator
+  -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
+`, stdout)
+	var states listFlag
+	var verbose bool
+	f.Var(&states, "state", "")
+	f.BoolVar(&verbose, "v", false, "")
+	f.BoolVar(&verbose, "verbose", false, "")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	adm, err := newAdmin(f)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	groups, err := adm.ListGroups(ctx, client.GroupFilter{States: splitList(states), Types: []string{"share"}})
+	if !verbose {
+		for _, g := range groups {
+			fmt.Fprintln(stdout, g.Group)
+		}
+		return err
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tCOORDINATOR")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Group, orDash(g.State), g.Coordinator)
+	}
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
