@@ -45,6 +45,9 @@ type ShareResult struct {
 	// before that: from creating the consumers (joining the group) to the first record.
 	Elapsed time.Duration
 	Startup time.Duration
+	// AckDrain is the part of Elapsed after the last record was handed out: the consumers'
+	// final FlushAcks.
+	AckDrain time.Duration
 	// Deliveries counts every record handed to a consumer; Duplicates those of an offset
 	// already handed out before in this run, and Redelivered those whose DeliveryCount > 1
 	// (the broker's view). Both are 0 in a clean run.
@@ -231,6 +234,7 @@ func Share(ctx context.Context, cfg ShareConfig) (ShareResult, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	allDelivered := time.Now()
 	stopPolling()
 	wg.Wait()
 	end := time.Now()
@@ -246,6 +250,7 @@ func Share(ctx context.Context, cfg ShareConfig) (ShareResult, error) {
 	ackMu.Lock()
 	res := ShareResult{
 		Records: led.got, Bytes: led.bytes, Elapsed: end.Sub(led.first), Startup: led.first.Sub(t0),
+		AckDrain:   end.Sub(allDelivered),
 		Deliveries: led.deliveries, Duplicates: led.dups, Redelivered: led.redeliv,
 		AckErrors: ackErrors, PerConsumer: per,
 	}

@@ -240,8 +240,8 @@ func (s Suite) measureShare(ctx context.Context, tg Target, partitions int32, co
 		Elapsed: sr.Elapsed, MBps: sr.MBps(), RecordsPS: sr.RecordsPerSec(),
 		BrokerCPU: procCPU(proc) - cpu0, BrokerRSS: procRSS(proc),
 		Startup: sr.Startup, Duplicates: sr.Duplicates, Redelivered: sr.Redelivered}
-	s.logf("  share %.1f MB/s, %.0f records/s (first record after %v; per consumer %v; %d duplicates, %d redelivered)",
-		row.MBps, row.RecordsPS, sr.Startup.Round(time.Millisecond), sr.PerConsumer, sr.Duplicates, sr.Redelivered)
+	s.logf("  share %.1f MB/s, %.0f records/s (first record after %v; final ack flush %v; per consumer %v; %d duplicates, %d redelivered)",
+		row.MBps, row.RecordsPS, sr.Startup.Round(time.Millisecond), sr.AckDrain.Round(time.Millisecond), sr.PerConsumer, sr.Duplicates, sr.Redelivered)
 	return row, terminate(proc)
 }
 
