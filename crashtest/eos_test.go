@@ -63,11 +63,14 @@ group.initial.rebalance.delay.ms=0
 // consume eos-in in a consumer group with read_committed, produce one output record per
 // input to eos-out and commit the input offsets in the same transaction) while a feeder
 // keeps appending uniquely numbered inputs, and SIGKILLs the broker at seeded random
-// moments. The broker restarts on the same port and data directory; the pipeline either
+// moments: after a random delay, or aimed into a step of a transaction (producing the
+// outputs, inside End, just after a commit). The broker restarts on the same port and data directory; the pipeline either
 // survives the restart (its client retries into the new broker) or is crashed with the
 // broker and restarted (same group instance and transactional id: the new producer fences
 // the old one). Some cycles leave a hanging transaction on eos-out just before the kill
-// that nobody ever ends: the coordinator must abort it after its timeout.
+// that nobody ever ends: the coordinator must abort it after its timeout; half of those
+// cycles kill the broker again as soon as that abort starts (PrepareAbort written, markers
+// perhaps not), and the next start must finish it.
 //
 // After each restart the pipeline is paused and, once every transaction is decided, the
 // test checks with a read_committed reader of eos-out (cross-checked against a
