@@ -485,7 +485,9 @@ func cfMetrics(t *testing.T, tb *testbroker.Broker) map[string]float64 {
 
 const cfPending = "exactq_tx_pending_records"
 
-func cfAcks(outcome string) string { return "exactq_txn_share_ack_records_total{outcome=" + outcome + "}" }
+func cfAcks(outcome string) string {
+	return "exactq_txn_share_ack_records_total{outcome=" + outcome + "}"
+}
 
 // ---------------------------------------------------------------------------------------
 // Spec 9.1: integration scenarios (ShareConsumerTransactionTest).
