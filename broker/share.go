@@ -79,7 +79,7 @@ func (b *Broker) shares() (*shareStack, error) {
 		SessionTimeoutMs:     b.brokerInt32("group.share.session.timeout.ms", 45000),
 		HeartbeatIntervalMs:  b.brokerInt32("group.share.heartbeat.interval.ms", 5000),
 		MaxSize:              b.brokerInt32("group.share.max.size", 200),
-		AssignmentIntervalMs: int64(b.brokerInt32("group.share.assignment.interval.ms", 1000)),
+		AssignmentIntervalMs: assignmentInterval(b.brokerInt32("group.share.assignment.interval.ms", 1000)),
 		Topics: func(name string) ([16]byte, int32, bool) {
 			t := b.topics.get(name)
 			if t == nil || t.internal {
@@ -436,4 +436,13 @@ func (b *Broker) pruneShareState() {
 			b.logger.Warn("pruning share state failed", "partition", p.index, "err", err)
 		}
 	}
+}
+
+// assignmentInterval converts group.share.assignment.interval.ms to sharegroup's encoding,
+// where 0 means "Kafka's default" and a negative value means no pacing.
+func assignmentInterval(ms int32) int64 {
+	if ms == 0 {
+		return -1
+	}
+	return int64(ms)
 }

@@ -60,9 +60,10 @@ func Start(t testing.TB, opts ...Option) *Broker {
 		// Tests start groups constantly; Kafka's 3 s initial rebalance delay would only
 		// slow them down. Small internal topics keep start-up cheap.
 		BrokerConfigs: map[string]string{
-			"group.initial.rebalance.delay.ms":     "0",
-			"offsets.topic.num.partitions":         "5",
-			"transaction.state.log.num.partitions": "5",
+			"group.initial.rebalance.delay.ms":             "0",
+			"offsets.topic.num.partitions":                 "5",
+			"transaction.state.log.num.partitions":         "5",
+			"share.coordinator.state.topic.num.partitions": "5",
 		},
 	}
 	for _, o := range opts {
