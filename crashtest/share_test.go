@@ -559,4 +559,3 @@ func shareOffsetsEnd(t *testing.T, adm *kadm.Client, topic string) (int64, error
 	e, _ := ends.Lookup(topic, 0)
 	return e.Offset, nil
 }
-
