@@ -1,0 +1,620 @@
+package crashtest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/client"
+)
+
+// flagTxnShareCycles is the number of kill/restart cycles of TestTxnShareAckCrashCycles. The
+// CI default (20) takes well under a minute; the documented long run:
+//
+//	go test ./crashtest/ -run TestTxnShareAckCrashCycles -txnshare-cycles 1000 -timeout 3h -v
+//	EXACTQ_TXNSHARE_CYCLES=1000 go test ./crashtest/ -run TestTxnShareAckCrashCycles -timeout 3h
+var flagTxnShareCycles = flag.Int("txnshare-cycles", envInt("EXACTQ_TXNSHARE_CYCLES", 20), "kill/restart cycles of TestTxnShareAckCrashCycles (env EXACTQ_TXNSHARE_CYCLES)")
+
+const (
+	tsaIn      = "tsa-in"
+	tsaOut     = "tsa-out"
+	tsaGroup   = "tsa-pipeline"
+	tsaWorkers = 2
+	// tsaChunk inputs are appended at the start of every cycle (at least tsaMinInputs in all).
+	tsaChunk     = 150
+	tsaMinInputs = 3000
+	// tsaTxnTimeout is the pipeline producers' transaction timeout: a transaction nobody
+	// ends (its producer died with the broker and was replaced under a new transactional
+	// id) is aborted by the coordinator that long after it began, plus one abort scan.
+	tsaTxnTimeout = 2 * time.Second
+	// tsaDeliveryLimit is the group's share.delivery.count.limit (the broker's maximum):
+	// a record whose transaction aborts at the limit is archived without output (spec
+	// rule), which the kills must not cause; the test reports it separately if they do.
+	tsaDeliveryLimit = 10
+)
+
+// tsaRejected says which inputs the pipeline REJECTs (no output).
+func tsaRejected(id int) bool { return id%7 == 0 }
+
+// tsaPhase is where a kill is aimed in a worker's transaction.
+type tsaPhase int
+
+const (
+	tsaAny       tsaPhase = iota // wherever the seeded delay ends
+	tsaStaged                    // right after SendShareAcksToTransaction returned (TX_PENDING durable, not committed)
+	tsaCommit                    // inside CommitTransaction
+	tsaCommitted                 // right after a commit returned
+)
+
+func (p tsaPhase) String() string { return [...]string{"any", "staged", "commit", "committed"}[p] }
+
+// tsaPipeline is tsaWorkers share-consume → transactional-produce loops. Each worker polls
+// its ShareConsumer (explicit mode), begins a transaction, produces one output per input
+// (value: the input id) except for REJECTed inputs, acknowledges every input (ACCEPT or
+// REJECT), stages the acknowledgements with SendShareAcksToTransaction and commits. On
+// an error it aborts when it can; when it cannot (or the client fails otherwise) it
+// closes both clients and creates new ones, whose InitTransactions fences the old
+// producer and aborts its transaction, as a restarted process would.
+type tsaPipeline struct {
+	addr   string
+	gen    int // transactional ids are tsa-w<worker>-<gen>
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	committed, aborted, resets atomic.Int64
+	waiter                     atomic.Pointer[tsaWaiter]
+
+	mu       sync.Mutex
+	maxCount map[int]int16 // highest delivery count seen per input id
+	errs     map[string]int
+	live     []*tsaClients // per worker, for crash
+}
+
+type tsaWaiter struct {
+	phase tsaPhase
+	ch    chan struct{}
+	once  sync.Once
+}
+
+type tsaClients struct {
+	cons *client.ShareConsumer
+	prod *client.Producer
+	once sync.Once
+}
+
+// close closes both clients once; ctx bounds the consumer's goodbye (cancelled: nothing is
+// sent).
+func (c *tsaClients) close(ctx context.Context) {
+	c.once.Do(func() {
+		c.prod.Close()
+		_ = c.cons.Close(ctx)
+	})
+}
+
+func startTSAPipeline(addr string, gen int, old *tsaPipeline) *tsaPipeline {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &tsaPipeline{addr: addr, gen: gen, ctx: ctx, cancel: cancel,
+		maxCount: map[int]int16{}, errs: map[string]int{}, live: make([]*tsaClients, tsaWorkers)}
+	if old != nil {
+		p.committed.Store(old.committed.Load())
+		p.aborted.Store(old.aborted.Load())
+		p.resets.Store(old.resets.Load())
+		p.maxCount, p.errs = old.maxCount, old.errs
+	}
+	for w := range tsaWorkers {
+		p.wg.Add(1)
+		go p.run(w)
+	}
+	return p
+}
+
+func (p *tsaPipeline) noteErr(where string, err error) {
+	msg := err.Error()
+	if len(msg) > 140 {
+		msg = msg[:140] + "..."
+	}
+	p.mu.Lock()
+	p.errs[where+": "+msg]++
+	p.mu.Unlock()
+}
+
+func (p *tsaPipeline) errorSummary() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for e, n := range p.errs {
+		out = append(out, fmt.Sprintf("%dx %s", n, e))
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
+}
+
+func (p *tsaPipeline) enter(phase tsaPhase) {
+	if w := p.waiter.Load(); w != nil && w.phase == phase {
+		w.once.Do(func() { close(w.ch) })
+	}
+}
+
+// awaitPhase waits until a worker next enters phase.
+func (p *tsaPipeline) awaitPhase(phase tsaPhase, timeout time.Duration) bool {
+	w := &tsaWaiter{phase: phase, ch: make(chan struct{})}
+	p.waiter.Store(w)
+	defer p.waiter.CompareAndSwap(w, nil)
+	select {
+	case <-w.ch:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// crash stops the workers as if their process died with the broker: clients closed with
+// a cancelled context, so nothing more reaches any broker.
+func (p *tsaPipeline) crash() {
+	p.cancel()
+	dead, stop := context.WithCancel(context.Background())
+	stop()
+	p.mu.Lock()
+	live := append([]*tsaClients(nil), p.live...)
+	p.mu.Unlock()
+	for _, c := range live {
+		if c != nil {
+			c.close(dead)
+		}
+	}
+	p.wg.Wait()
+}
+
+// stop ends the workers cleanly (the broker is up).
+func (p *tsaPipeline) stop() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+func (p *tsaPipeline) newClients(w int) (*tsaClients, error) {
+	cons, err := client.NewShareConsumer(client.ShareConsumerConfig{
+		Brokers: []string{p.addr}, Group: tsaGroup, Topics: []string{tsaIn}, AckMode: client.AckExplicit,
+		MaxRecords: 50, MaxWait: 100 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	prod, err := client.NewProducer(client.ProducerConfig{
+		Brokers: []string{p.addr}, TransactionalID: fmt.Sprintf("tsa-w%d-%d", w, p.gen),
+		TransactionTimeout: tsaTxnTimeout, DeliveryTimeout: 20 * time.Second,
+	})
+	if err != nil {
+		_ = cons.Close(p.ctx)
+		return nil, err
+	}
+	c := &tsaClients{cons: cons, prod: prod}
+	p.mu.Lock()
+	p.live[w] = c
+	p.mu.Unlock()
+	ictx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	defer cancel()
+	if err := prod.InitTransactions(ictx); err != nil {
+		c.close(ictx)
+		return nil, fmt.Errorf("init transactions: %w", err)
+	}
+	return c, nil
+}
+
+func (p *tsaPipeline) run(w int) {
+	defer p.wg.Done()
+	var c *tsaClients
+	defer func() {
+		if c != nil {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c.close(cctx)
+			cancel()
+		}
+	}()
+	for p.ctx.Err() == nil {
+		if c == nil {
+			var err error
+			if c, err = p.newClients(w); err != nil {
+				if p.ctx.Err() == nil {
+					p.noteErr("new clients", err)
+					<-time.After(50 * time.Millisecond) // back off before the next try
+				}
+				continue
+			}
+		}
+		if !p.once(c) {
+			p.resets.Add(1)
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c.close(cctx)
+			cancel()
+			c = nil
+		}
+	}
+}
+
+// once runs one transaction; false means the clients must be replaced.
+func (p *tsaPipeline) once(c *tsaClients) bool {
+	pctx, cancel := context.WithTimeout(p.ctx, 200*time.Millisecond)
+	recs, err := c.cons.Poll(pctx)
+	cancel()
+	if p.ctx.Err() != nil {
+		return false
+	}
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return true
+		}
+		p.noteErr("poll", err)
+		return false
+	}
+	if len(recs) == 0 {
+		return true
+	}
+	ctx := p.ctx
+	fail := func(where string, err error) bool {
+		if ctx.Err() == nil {
+			p.noteErr(where, err)
+		}
+		return false
+	}
+	if err := c.prod.BeginTransaction(ctx); err != nil {
+		return fail("begin", err)
+	}
+	for _, r := range recs {
+		id, err := strconv.Atoi(string(r.Value))
+		if err != nil {
+			return fail("input", fmt.Errorf("offset %d: value %q", r.Offset, r.Value))
+		}
+		p.mu.Lock()
+		p.maxCount[id] = max(p.maxCount[id], r.DeliveryCount)
+		p.mu.Unlock()
+		t := client.AckAccept
+		if tsaRejected(id) {
+			t = client.AckReject
+		} else {
+			c.prod.Produce(ctx, &client.Record{Topic: tsaOut, Key: r.Value, Value: r.Value}, nil)
+		}
+		if err := c.cons.Acknowledge(r, t); err != nil {
+			return fail("acknowledge", err)
+		}
+	}
+	acks, err := c.cons.AcknowledgementsForTransaction()
+	if err != nil {
+		return fail("acks for transaction", err)
+	}
+	abort := func(why string, err error) bool {
+		p.noteErr(why, err)
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if aerr := c.prod.AbortTransaction(actx); aerr != nil {
+			return fail("abort", aerr)
+		}
+		p.aborted.Add(1)
+		return true
+	}
+	if err := c.prod.SendShareAcksToTransaction(ctx, acks, c.cons.GroupMetadata()); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		if errors.Is(err, client.ErrTransactionAbortable) {
+			return abort("stage acks", err)
+		}
+		return fail("stage acks", err)
+	}
+	p.enter(tsaStaged)
+	p.enter(tsaCommit)
+	if err := c.prod.CommitTransaction(ctx); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		if errors.Is(err, client.ErrTransactionAbortable) {
+			return abort("commit", err)
+		}
+		return fail("commit", err)
+	}
+	p.committed.Add(1)
+	p.enter(tsaCommitted)
+	return true
+}
+
+// TestTxnShareAckCrashCycles is the guarantee-matrix crash test of transactional share
+// acknowledgements (KIP-1289, acceptance 2). Two workers (ShareConsumer + transactional
+// Producer each) run a consume-transform-produce pipeline from tsa-in (one partition,
+// shared by both) to tsa-out: one output per input, carrying the input id, in the same
+// transaction as the input's ACCEPT; inputs whose id is divisible by 7 are REJECTed in the
+// transaction and get no output. Every cycle appends tsaChunk inputs and SIGKILLs the
+// broker at a seeded moment: after a delay, or aimed at a worker's transaction (just after
+// the acknowledgements were staged as TX_PENDING, inside the commit, just after a commit).
+// The broker restarts on the same port and data directory; the workers either survive (their
+// clients retry; on errors they abort or recreate their clients, and the new producer's
+// InitTransactions fences the old one) or die with the broker and are restarted, under the
+// same transactional ids (fencing aborts the open transactions) or new ones (nobody ends the
+// old transactions: the coordinator aborts them at their timeout).
+//
+// After each restart the cycle waits until the share group is drained: start offset at the
+// input's end and lag 0 (no record AVAILABLE, ACQUIRED or stuck TX_PENDING), within the
+// transaction timeout plus slack. At the end, with every transaction decided, it checks that
+// each input's output is in the read_committed output exactly once and none for rejected
+// inputs, that read_committed returns exactly what the COMMIT markers commit (no aborted
+// output visible), and that the broker logged no level=ERROR line.
+func TestTxnShareAckCrashCycles(t *testing.T) {
+	cycles := *flagTxnShareCycles
+	if testing.Short() {
+		cycles = min(cycles, 5)
+	}
+	chunk := max(tsaChunk, (tsaMinInputs+cycles-1)/cycles)
+	rng := rand.New(rand.NewPCG(uint64(seed(t)), 4))
+	sb := newShareBroker(t, "")
+	addr := sb.b.Addr
+	adm := newAdmin(t, addr)
+	raw := newRawClient(t, addr)
+	createTopic(t, addr, tsaIn, 1, nil)
+	createTopic(t, addr, tsaOut, 1, nil)
+	setGroupConfig(t, raw, tsaGroup, "share.auto.offset.reset", "earliest",
+		"share.record.lock.duration.ms", "5000", "share.delivery.count.limit", strconv.Itoa(tsaDeliveryLimit))
+
+	feeder, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(tsaIn), kgo.AlwaysRetryEOF(),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer feeder.Close()
+
+	gen := 0
+	pl := startTSAPipeline(addr, gen, nil)
+	defer func() { pl.crash() }()
+	testStart := time.Now()
+	n := 0 // inputs so far
+	var modes [3]int
+	var phases [4]int
+	var maxDrain time.Duration
+	for c := range cycles {
+		// Append the cycle's inputs.
+		rs := make([]*kgo.Record, chunk)
+		for i := range rs {
+			v := []byte(strconv.Itoa(n + i))
+			rs[i] = &kgo.Record{Key: v, Value: v}
+		}
+		if err := feeder.ProduceSync(ctxTimeout(t, 30*time.Second), rs...).FirstErr(); err != nil {
+			t.Fatalf("cycle %d: produce inputs: %v", c, err)
+		}
+		n += chunk
+
+		phase := tsaPhase(rng.IntN(4))
+		delay := time.Duration(rng.IntN(60_000)) * time.Microsecond
+		switch phase {
+		case tsaStaged:
+			delay = 0
+		case tsaCommit, tsaCommitted:
+			delay = time.Duration(rng.IntN(3_000)) * time.Microsecond
+		}
+		mode := rng.IntN(3) // 0 survive, 1 crash + same ids (fencing), 2 crash + new ids (timeout)
+		phases[phase]++
+		modes[mode]++
+		before := pl.committed.Load()
+		note := phase.String()
+		if phase != tsaAny && !pl.awaitPhase(phase, 10*time.Second) {
+			note += "(not reached)"
+		}
+		<-time.After(delay) // the fault's timing, drawn from the seed
+		sb.kill()
+		killedAt := time.Now()
+		if mode > 0 {
+			pl.crash()
+			if mode == 2 {
+				gen++
+			}
+		}
+		sb.start(addr)
+		if mode > 0 {
+			pl = startTSAPipeline(addr, gen, pl)
+		}
+
+		// The pipeline drains everything: nothing AVAILABLE, ACQUIRED or TX_PENDING is left.
+		st, lag, took := awaitShareDrained(t, adm, tsaGroup, tsaIn, int64(n), 10*time.Second+tsaTxnTimeout+eosAbortScan)
+		maxDrain = max(maxDrain, took)
+		if st != int64(n) || lag != 0 {
+			t.Fatalf("cycle %d: share start offset %d lag %d %v after the restart, want %d and 0; pipeline errors: %s\nlast broker log lines:\n%s",
+				c, st, lag, took.Round(time.Millisecond), n, pl.errorSummary(), sb.b.Logs())
+		}
+		checkLog(t, c, sb.logs)
+		t.Logf("cycle %2d kill@%-9s+%5.1fms %-14s drained in %5dms: %5d inputs, txns +%3d committed, %d aborted and %d client resets so far",
+			c, note, float64(delay.Microseconds())/1000, [...]string{"survive", "crash+fence", "crash+timeout"}[mode],
+			time.Since(killedAt).Milliseconds(), n, pl.committed.Load()-before, pl.aborted.Load(), pl.resets.Load())
+		if t.Failed() {
+			t.Fatalf("cycle %d failed; pipeline errors: %s", c, pl.errorSummary())
+		}
+	}
+	pl.stop()
+
+	// Every transaction decided: none open, the output's last stable offset at its end.
+	hwm := awaitTxnsDecided(t, adm, tsaOut, 10*time.Second+tsaTxnTimeout)
+	checkTSAOutput(t, addr, n, hwm, pl)
+	if st, lag := shareOffsets(t, adm, tsaGroup, tsaIn); st != int64(n) || lag != 0 {
+		t.Errorf("final: share start offset %d lag %d, want %d and 0", st, lag, n)
+	}
+	pl.mu.Lock()
+	var deepest int16
+	for _, cnt := range pl.maxCount {
+		deepest = max(deepest, cnt)
+	}
+	pl.mu.Unlock()
+	t.Logf("%d cycles (kills at %v; survive %d, crash+fence %d, crash+timeout %d) in %v: %d inputs, %d transactions committed, %d aborted, %d client resets, highest delivery count %d, slowest drain %v",
+		cycles, tsaPhaseCounts(phases[:]), modes[0], modes[1], modes[2], time.Since(testStart).Round(time.Millisecond),
+		n, pl.committed.Load(), pl.aborted.Load(), pl.resets.Load(), deepest, maxDrain.Round(time.Millisecond))
+	t.Logf("pipeline client errors: %s", pl.errorSummary())
+	checkLog(t, -1, sb.logs)
+	if code, took, err := sb.b.Terminate(termTimeout); err != nil || code != 0 {
+		t.Errorf("final SIGTERM: exit code %d after %v, err %v", code, took, err)
+	}
+	checkLog(t, -1, sb.logs)
+}
+
+func tsaPhaseCounts(n []int) string {
+	var out []string
+	for i, c := range n {
+		out = append(out, fmt.Sprintf("%s %d", tsaPhase(i), c))
+	}
+	return strings.Join(out, ", ")
+}
+
+// awaitShareDrained polls until group's start offset on topic[0] is end with lag 0, or the
+// timeout passes; it returns the last values and the time waited.
+func awaitShareDrained(t *testing.T, adm *kadm.Client, group, topic string, end int64, timeout time.Duration) (int64, int64, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		st, lag := shareOffsets(t, adm, group, topic)
+		if (st == end && lag == 0) || time.Since(start) > timeout {
+			return st, lag, time.Since(start)
+		}
+		<-time.After(20 * time.Millisecond) // poll
+	}
+}
+
+// awaitTxnsDecided waits until no transaction is open and topic's partition 0 has its
+// last stable offset at its high watermark, and returns that.
+func awaitTxnsDecided(t *testing.T, adm *kadm.Client, topic string, timeout time.Duration) int64 {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var why string
+	for {
+		ctx := ctxTimeout(t, 10*time.Second)
+		open, err := adm.ListTransactions(ctx, nil, openTxnStates)
+		if err == nil && len(open) > 0 {
+			var ss []string
+			for _, l := range open.Sorted() {
+				ss = append(ss, fmt.Sprintf("%s(pid %d) %s", l.TxnID, l.ProducerID, l.State))
+			}
+			why = "open transactions: " + strings.Join(ss, ", ")
+		} else if err == nil {
+			var ends, stable kadm.ListedOffsets
+			ends, err = adm.ListEndOffsets(ctx, topic)
+			if err == nil {
+				stable, err = adm.ListCommittedOffsets(ctx, topic)
+			}
+			if err == nil {
+				e, _ := ends.Lookup(topic, 0)
+				s, _ := stable.Lookup(topic, 0)
+				if e.Err == nil && s.Err == nil && e.Offset == s.Offset {
+					return e.Offset
+				}
+				why = fmt.Sprintf("last stable offset %d, high watermark %d (%v %v)", s.Offset, e.Offset, s.Err, e.Err)
+			}
+		}
+		if err != nil {
+			why = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transactions not decided after %v: %s", timeout, why)
+		}
+		<-time.After(20 * time.Millisecond) // poll
+	}
+}
+
+// checkTSAOutput reads tsa-out up to hwm with read_committed and with read_uncommitted
+// (applying the markers itself) and checks: both agree on what is committed, every
+// non-rejected input 0..n-1 is committed exactly once and no rejected one, nothing else.
+func checkTSAOutput(t *testing.T, addr string, n int, hwm int64, pl *tsaPipeline) {
+	t.Helper()
+	from, to := []int64{0}, []int64{hwm}
+	rc, err := readRange(addr, tsaOut, kgo.ReadCommitted(), from, to)
+	if err != nil {
+		t.Fatalf("read_committed output: %v", err)
+	}
+	ru, err := readRange(addr, tsaOut, kgo.ReadUncommitted(), from, to)
+	if err != nil {
+		t.Fatalf("read_uncommitted output: %v", err)
+	}
+	pending := map[int64][]*kgo.Record{}
+	decided := map[int64]string{}
+	aborted := 0
+	for _, r := range ru[0] {
+		if !r.Attrs.IsControl() {
+			pending[r.ProducerID] = append(pending[r.ProducerID], r)
+			continue
+		}
+		if len(r.Key) < 4 {
+			t.Errorf("output offset %d: control record with a %d-byte key", r.Offset, len(r.Key))
+			continue
+		}
+		commit := binary.BigEndian.Uint16(r.Key[2:4]) == 1
+		for _, d := range pending[r.ProducerID] {
+			if commit {
+				decided[d.Offset] = string(d.Value)
+			} else {
+				aborted++
+			}
+		}
+		delete(pending, r.ProducerID)
+	}
+	for pid, ds := range pending {
+		t.Errorf("output: producer %d has %d records (first at %d) without a marker below the last stable offset %d", pid, len(ds), ds[0].Offset, hwm)
+	}
+	got := map[int64]string{}
+	for _, r := range rc[0] {
+		if !r.Attrs.IsControl() {
+			got[r.Offset] = string(r.Value)
+		}
+	}
+	var bad []string
+	for off, v := range decided {
+		if g, ok := got[off]; !ok || g != v {
+			bad = append(bad, fmt.Sprintf("output offset %d: %s committed by its marker, read_committed returned %q (present %v)", off, v, g, ok))
+		}
+	}
+	times := map[int]int{}
+	for off, v := range got {
+		if _, ok := decided[off]; !ok {
+			bad = append(bad, fmt.Sprintf("output offset %d: read_committed returned %s, which no COMMIT marker commits (aborted output visible)", off, v))
+		}
+		id, err := strconv.Atoi(v)
+		if err != nil || id < 0 || id >= n {
+			bad = append(bad, fmt.Sprintf("output offset %d: %q is no input", off, v))
+			continue
+		}
+		times[id]++
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for id := range n {
+		switch want := 1 - btoi(tsaRejected(id)); {
+		case times[id] == want:
+		case times[id] == 0 && pl.maxCount[id] >= tsaDeliveryLimit:
+			bad = append(bad, fmt.Sprintf("input %d: no output; delivered %d times (the limit): archived on an abort at the delivery limit, the kills were too many for it", id, pl.maxCount[id]))
+		default:
+			bad = append(bad, fmt.Sprintf("input %d (rejected %v, highest delivery count %d): %d committed outputs, want %d", id, tsaRejected(id), pl.maxCount[id], times[id], want))
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		if len(bad) > 20 {
+			bad = append(bad[:20], fmt.Sprintf("... and %d more", len(bad)-20))
+		}
+		t.Errorf("output check (%d inputs, %d committed outputs, %d aborted):\n%s", n, len(got), aborted, joinLines(bad))
+	}
+	t.Logf("output: %d committed records (every non-rejected input once), %d aborted records, high watermark %d", len(got), aborted, hwm)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
