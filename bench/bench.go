@@ -305,7 +305,31 @@ func ensureTopic(ctx context.Context, brokers []string, topic string, partitions
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("bench: create topic %s: %w", topic, err)
 	}
-	return nil
+	// Wait until every partition has a leader in the broker's metadata: Kafka answers
+	// CreateTopics before its broker side has loaded the partitions, and a producer that
+	// sees no leader backs off for seconds inside the measured interval.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		td, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			err = td.Error()
+		}
+		ready := err == nil && len(td[topic].Partitions) > 0
+		for _, p := range td[topic].Partitions {
+			ready = ready && p.Err == nil && p.Leader >= 0
+		}
+		if ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: topic %s has no leader for every partition after 30s (last error: %v)", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // startProgress calls report(count()) about once a second until the returned stop is called.

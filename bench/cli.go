@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/bench/brokerproc"
+	"github.com/exactq/exactq/bench/kafka"
 )
 
 const cliUsage = `exactq-bench: whole-system benchmark (produce/consume through franz-go kgo)
@@ -39,6 +40,7 @@ temporary data directory for each measurement, once per -fsync policy.
 Examples:
   exactq-bench -build -fsync always,never -partitions 1,8 -records 500000 -size 1024
   exactq-bench -brokers 127.0.0.1:9092 -name kafka-4.4 -partitions 1,8
+  exactq-bench -build -kafka -fsync always,never -partitions 1,8 -records 500000 -runs 3
   exactq-bench -build -fsync always -records 200000 -consumers 1,4 -runs 3 share
 
 Flags:
@@ -68,6 +70,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	shareBytes := fs.Int("share-fetch-bytes", 0, "share: kgo FetchMaxBytes of the share consumers (0: kgo default, 50 MiB)")
 	shareWait := fs.Duration("share-fetch-wait", 0, "share: kgo FetchMaxWait of the share consumers (0: kgo default, 5s)")
 	shareGroupCfg := fs.String("share-group-config", "", "share: further group configs, k=v comma-separated (e.g. share.partition.max.record.locks=10000)")
+	withKafka := fs.Bool("kafka", false, "also start Apache Kafka "+kafka.Version+" (jars via Maven, cached) and measure it alternately with the other targets; adds a ratio table")
+	kafkaWarm := fs.Int("kafka-warmup", 200000, "-kafka: records produced and consumed to warm Kafka's JVM up before measuring")
 	tmp := fs.String("tmp", "", "directory for started brokers' data (default: the system temp dir)")
 	quiet := fs.Bool("q", false, "no progress output")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
@@ -197,14 +201,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if *brokers != "" {
 		s.Targets = append(s.Targets, Target{Name: *name, Brokers: splitList(*brokers)})
 	}
+	if *withKafka {
+		tg, stop, err := startKafka(ctx, *tmp, *kafkaWarm, *size, log)
+		if err != nil {
+			return fail(err)
+		}
+		defer stop()
+		s.Targets = append(s.Targets, tg)
+	}
 	if len(s.Targets) == 0 {
-		return fail(errors.New("no target: give -brokers, -exactq or -build"))
+		return fail(errors.New("no target: give -brokers, -exactq, -build or -kafka"))
 	}
 	start := time.Now()
 	rows, err := s.Run(ctx)
 	if len(rows) > 0 {
 		if werr := WriteMarkdown(stdout, rows); werr != nil && err == nil {
 			err = werr
+		}
+		if *withKafka && err == nil {
+			fmt.Fprintln(stdout)
+			err = WriteRatios(stdout, rows, KafkaTarget)
 		}
 	}
 	if err != nil {

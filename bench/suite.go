@@ -23,6 +23,9 @@ type Target struct {
 	// TempDir is where started brokers keep their data (default os.TempDir()); put it on
 	// the disk you mean to measure.
 	TempDir string
+	// Pid of an external target's broker process on this machine (e.g. the Apache Kafka
+	// the suite started), for CPU and peak RSS accounting; 0 if unknown.
+	Pid int
 }
 
 func (t Target) managed() bool { return t.Binary != "" }
@@ -126,7 +129,10 @@ func (s Suite) logf(format string, args ...any) {
 // or returns an external target's brokers.
 func startTarget(tg Target) (brokers []string, proc *brokerproc.Process, stop func(), err error) {
 	if !tg.managed() {
-		return tg.Brokers, nil, func() {}, nil
+		if tg.Pid > 0 {
+			proc = brokerproc.Attach(tg.Pid)
+		}
+		return tg.Brokers, proc, func() {}, nil
 	}
 	dir, err := os.MkdirTemp(tg.TempDir, "exactq-bench-")
 	if err != nil {

@@ -84,6 +84,8 @@ type Process struct {
 
 	mu    sync.Mutex
 	lines []string // the last maxLogLines stderr lines
+
+	attached bool // from Attach: not ours to stop
 }
 
 // Start starts `exactq serve` and returns once it logs the serving line, or an error with
@@ -196,11 +198,19 @@ func (p *Process) LogLines(substr string) []string {
 	return out
 }
 
+// Attach returns a Process for a broker started elsewhere (e.g. Apache Kafka), only so
+// that its pid can be used for CPU and memory accounting: Terminate, Stop and Kill do
+// nothing on it.
+func Attach(pid int) *Process { return &Process{Pid: pid, attached: true} }
+
 // Done is closed once the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Kill sends SIGKILL and waits for the process to be gone.
 func (p *Process) Kill() {
+	if p.attached {
+		return
+	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 }
@@ -213,6 +223,9 @@ var ErrStopTimeout = errors.New("brokerproc: exactq did not exit in time after S
 // exit code and how long the exit took; after the timeout it kills the process and returns
 // ErrStopTimeout.
 func (p *Process) Terminate(timeout time.Duration) (exitCode int, took time.Duration, err error) {
+	if p.attached {
+		return 0, 0, nil
+	}
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return -1, 0, err
@@ -231,6 +244,9 @@ func (p *Process) Terminate(timeout time.Duration) (exitCode int, took time.Dura
 
 // Stop terminates the process if it is still running, killing it after 30 s; for cleanups.
 func (p *Process) Stop() {
+	if p.attached {
+		return
+	}
 	select {
 	case <-p.done:
 	default:

@@ -1,0 +1,80 @@
+package kafka_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/exactq/exactq/bench"
+	"github.com/exactq/exactq/bench/kafka"
+)
+
+func TestServerProperties(t *testing.T) {
+	p := kafka.ServerProperties("/d", 9092, 9093)
+	for k, want := range map[string]string{
+		"process.roles":                    "broker,controller",
+		"node.id":                          "1",
+		"controller.quorum.voters":         "1@127.0.0.1:9093",
+		"listeners":                        "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+		"offsets.topic.replication.factor": "1",
+		"transaction.state.log.replication.factor":         "1",
+		"transaction.state.log.min.isr":                    "1",
+		"share.coordinator.state.topic.replication.factor": "1",
+		"share.coordinator.state.topic.min.isr":            "1",
+		"log.dirs":                                         "/d",
+	} {
+		if p[k] != want {
+			t.Errorf("%s = %q, want %q", k, p[k], want)
+		}
+	}
+	for k := range p {
+		if strings.HasPrefix(k, "log.flush") {
+			t.Errorf("%s set: the reference must keep Kafka's default (no fsync before acks)", k)
+		}
+	}
+}
+
+// TestSideBySideSmoke is the smoke version of the side-by-side run: it resolves Apache
+// Kafka 4.4 with Maven (first run only), starts it and a freshly built exactq, runs a tiny
+// produce + consume once per target and checks the ratio table. It needs Java 17+, Maven
+// and network access the first time, so it only runs with EXACTQ_KAFKA_SMOKE=1.
+func TestSideBySideSmoke(t *testing.T) {
+	if os.Getenv("EXACTQ_KAFKA_SMOKE") != "1" {
+		t.Skip("set EXACTQ_KAFKA_SMOKE=1 to start Apache Kafka (needs java and mvn)")
+	}
+	start := time.Now()
+	var out, errs bytes.Buffer
+	code := bench.Main([]string{"-build", "-kafka", "-kafka-warmup", "20000", "-fsync", "always,never",
+		"-partitions", "1,8", "-records", "20000", "-runs", "1", "-tmp", t.TempDir(), "-timeout", "4m"}, &out, &errs)
+	t.Logf("took %v\n%s", time.Since(start).Round(time.Second), out.String())
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errs.String())
+	}
+	for _, want := range []string{"| kafka-4.4 | - | 1 | 1 | produce |", "| kafka-4.4 | - | 8 | 1 | consume |",
+		"| produce | 8 | exactq fsync always |", "| consume | 1 | exactq fsync never |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestStart starts and stops Kafka once (EXACTQ_KAFKA_SMOKE=1 only).
+func TestStart(t *testing.T) {
+	if os.Getenv("EXACTQ_KAFKA_SMOKE") != "1" {
+		t.Skip("set EXACTQ_KAFKA_SMOKE=1 to start Apache Kafka (needs java and mvn)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	addr, stop, err := kafka.Start(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	stop() // idempotent
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("bootstrap %q", addr)
+	}
+}
