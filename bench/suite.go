@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/exactq/exactq/bench/brokerproc"
@@ -128,6 +129,10 @@ func (s Suite) logf(format string, args ...any) {
 // startTarget starts a managed target's broker on a fresh data directory (stop undoes it),
 // or returns an external target's brokers.
 func startTarget(tg Target) (brokers []string, proc *brokerproc.Process, stop func(), err error) {
+	// Write back the previous measurement's dirty pages first (outside the measured
+	// interval), so that one system's unsynced data (Kafka, fsync never) is not flushed by
+	// the kernel during, and charged to, the next system's measurement.
+	syscall.Sync()
 	if !tg.managed() {
 		if tg.Pid > 0 {
 			proc = brokerproc.Attach(tg.Pid)
