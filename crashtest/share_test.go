@@ -153,8 +153,8 @@ func shareOffsets(t *testing.T, adm *kadm.Client, group, topic string) (start, l
 }
 
 // produceInputs appends values to partition 0 of topic in batches of seeded sizes and
-// returns once all are acknowledged.
-func produceInputs(t *testing.T, addr, topic string, rng *rand.Rand, values []string) {
+// (1 to maxBatch records) and returns once all are acknowledged.
+func produceInputs(t *testing.T, addr, topic string, rng *rand.Rand, values []string, maxBatch int) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.AlwaysRetryEOF(),
@@ -165,7 +165,7 @@ func produceInputs(t *testing.T, addr, topic string, rng *rand.Rand, values []st
 	defer cl.Close()
 	ctx := ctxTimeout(t, 30*time.Second)
 	for i := 0; i < len(values); {
-		n := min(1+rng.IntN(40), len(values)-i)
+		n := min(1+rng.IntN(maxBatch), len(values)-i)
 		rs := make([]*kgo.Record, n)
 		for j := range rs {
 			rs[j] = &kgo.Record{Value: []byte(values[i+j])}
@@ -361,7 +361,7 @@ func TestShareStateSurvivesKill(t *testing.T) {
 		for i := range values {
 			values[i] = fmt.Sprintf("c%d/r%04d", c, i)
 		}
-		produceInputs(t, addr, topic, rng, values)
+		produceInputs(t, addr, topic, rng, values, 40)
 		setGroupConfig(t, raw, group, "share.auto.offset.reset", "earliest")
 
 		target := 1 + rng.IntN(shareRecords*3/4)

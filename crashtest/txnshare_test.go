@@ -44,6 +44,9 @@ const (
 	// a record whose transaction aborts at the limit is archived without output (spec
 	// rule), which the kills must not cause; the test reports it separately if they do.
 	tsaDeliveryLimit = 10
+	// tsaDeliveryTimeout bounds how long a producer retries a record: Producer.Close (of a
+	// crashed worker, the broker down) waits for that long for its buffered records.
+	tsaDeliveryTimeout = 2 * time.Second
 )
 
 // tsaRejected says which inputs the pipeline REJECTs (no output).
@@ -198,7 +201,7 @@ func (p *tsaPipeline) newClients(w int) (*tsaClients, error) {
 	}
 	prod, err := client.NewProducer(client.ProducerConfig{
 		Brokers: []string{p.addr}, TransactionalID: fmt.Sprintf("tsa-w%d-%d", w, p.gen),
-		TransactionTimeout: tsaTxnTimeout, DeliveryTimeout: 20 * time.Second,
+		TransactionTimeout: tsaTxnTimeout, DeliveryTimeout: tsaDeliveryTimeout,
 	})
 	if err != nil {
 		_ = cons.Close(p.ctx)
@@ -369,13 +372,6 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 	setGroupConfig(t, raw, tsaGroup, "share.auto.offset.reset", "earliest",
 		"share.record.lock.duration.ms", "5000", "share.delivery.count.limit", strconv.Itoa(tsaDeliveryLimit))
 
-	feeder, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(tsaIn), kgo.AlwaysRetryEOF(),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer feeder.Close()
-
 	gen := 0
 	pl := startTSAPipeline(addr, gen, nil)
 	defer func() { pl.crash() }()
@@ -383,17 +379,15 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 	n := 0 // inputs so far
 	var modes [3]int
 	var phases [4]int
-	var maxDrain time.Duration
+	var maxDrain time.Duration // from the kill to the drained group
 	for c := range cycles {
-		// Append the cycle's inputs.
-		rs := make([]*kgo.Record, chunk)
-		for i := range rs {
-			v := []byte(strconv.Itoa(n + i))
-			rs[i] = &kgo.Record{Key: v, Value: v}
+		// Append the cycle's inputs, in batches of seeded sizes (the share fetch aligns
+		// acquisitions to log batches, so small batches make small transactions).
+		values := make([]string, chunk)
+		for i := range values {
+			values[i] = strconv.Itoa(n + i)
 		}
-		if err := feeder.ProduceSync(ctxTimeout(t, 30*time.Second), rs...).FirstErr(); err != nil {
-			t.Fatalf("cycle %d: produce inputs: %v", c, err)
-		}
+		produceInputs(t, addr, tsaIn, rng, values, 20)
 		n += chunk
 
 		phase := tsaPhase(rng.IntN(4))
@@ -415,8 +409,10 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 		<-time.After(delay) // the fault's timing, drawn from the seed
 		sb.kill()
 		killedAt := time.Now()
+		var crashTook time.Duration
 		if mode > 0 {
 			pl.crash()
+			crashTook = time.Since(killedAt)
 			if mode == 2 {
 				gen++
 			}
@@ -428,14 +424,14 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 
 		// The pipeline drains everything: nothing AVAILABLE, ACQUIRED or TX_PENDING is left.
 		st, lag, took := awaitShareDrained(t, adm, tsaGroup, tsaIn, int64(n), 10*time.Second+tsaTxnTimeout+eosAbortScan)
-		maxDrain = max(maxDrain, took)
+		maxDrain = max(maxDrain, time.Since(killedAt))
 		if st != int64(n) || lag != 0 {
 			t.Fatalf("cycle %d: share start offset %d lag %d %v after the restart, want %d and 0; pipeline errors: %s\nlast broker log lines:\n%s",
 				c, st, lag, took.Round(time.Millisecond), n, pl.errorSummary(), sb.b.Logs())
 		}
 		checkLog(t, c, sb.logs)
-		t.Logf("cycle %2d kill@%-9s+%5.1fms %-14s drained in %5dms: %5d inputs, txns +%3d committed, %d aborted and %d client resets so far",
-			c, note, float64(delay.Microseconds())/1000, [...]string{"survive", "crash+fence", "crash+timeout"}[mode],
+		t.Logf("cycle %2d kill@%-9s+%5.1fms %-14s (stopped in %4dms) drained in %5dms: %5d inputs, txns +%3d committed, %d aborted and %d client resets so far",
+			c, note, float64(delay.Microseconds())/1000, [...]string{"survive", "crash+fence", "crash+timeout"}[mode], crashTook.Milliseconds(),
 			time.Since(killedAt).Milliseconds(), n, pl.committed.Load()-before, pl.aborted.Load(), pl.resets.Load())
 		if t.Failed() {
 			t.Fatalf("cycle %d failed; pipeline errors: %s", c, pl.errorSummary())
@@ -455,7 +451,7 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 		deepest = max(deepest, cnt)
 	}
 	pl.mu.Unlock()
-	t.Logf("%d cycles (kills at %v; survive %d, crash+fence %d, crash+timeout %d) in %v: %d inputs, %d transactions committed, %d aborted, %d client resets, highest delivery count %d, slowest drain %v",
+	t.Logf("%d cycles (kills at %v; survive %d, crash+fence %d, crash+timeout %d) in %v: %d inputs, %d transactions committed, %d aborted, %d client resets, highest delivery count %d, slowest kill-to-drained %v",
 		cycles, tsaPhaseCounts(phases[:]), modes[0], modes[1], modes[2], time.Since(testStart).Round(time.Millisecond),
 		n, pl.committed.Load(), pl.aborted.Load(), pl.resets.Load(), deepest, maxDrain.Round(time.Millisecond))
 	t.Logf("pipeline client errors: %s", pl.errorSummary())
