@@ -246,6 +246,12 @@ func (w *world) stage(c *client, ps *pendingStage) bool {
 		// reproduces the bug itself.
 		w.logf("%s stage %v %v -> nil error but only %d of %d staged: bug B1, answered INVALID_RECORD_STATE", c.name, ps.recs, ps.acks, n, len(ps.recs))
 		w.stats["bug B1 hits"]++
+		spso, v := spView(sp)
+		for _, k := range ps.recs {
+			if r := v[k.off]; k.off >= spso && (r.state != sharepartition.TxPending || r.pid != c.pid || r.epoch != c.epoch) {
+				w.violate("StageTxnAcks answered success but %s (above the SPSO %d) is %v", k, spso, r.state)
+			}
+		}
 		if !tolerateB1 {
 			w.violate("StageTxnAcks answered success for %v but staged %d of them (bug B1)", ps.recs, n)
 		}
