@@ -26,12 +26,12 @@ import (
 var (
 	flagSeed  = flag.Uint64("sim.seed", 0, "first seed to run (0: the fixed CI seeds)")
 	flagSeeds = flag.Int("sim.seeds", 1, "number of consecutive seeds to run from -sim.seed")
-	flagSteps = flag.Int("sim.steps", 3000, "random steps per seed")
+	flagSteps = flag.Int("sim.steps", 5000, "random steps per seed")
 	flagTrace = flag.Bool("sim.trace", false, "print the whole step trace of every seed")
 )
 
 // ciSeeds are the seeds CI runs (several thousand steps each, a few seconds in all).
-var ciSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+var ciSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 
 func TestKIP1289Simulation(t *testing.T) {
 	seeds := ciSeeds
@@ -152,7 +152,7 @@ func (w *world) randomStep() {
 	case r < 62:
 		w.plainAck(wk)
 	case r < 75:
-		w.advance(1 + int64(w.rng.IntN(1500)))
+		w.advance(1 + int64(w.rng.IntN(800)))
 	case r < 79:
 		w.advance(3000 + int64(w.rng.IntN(9000)))
 	case r < 80:

@@ -27,7 +27,7 @@ const (
 	numTxnParts       = 2 // __transaction_state partitions
 	numWorkers        = 4 // consumer member + transactional producer pairs
 	maxInputRecords   = 400
-	lockDurationMs    = 3000
+	lockDurationMs    = 10000
 	deliveryLimit     = 3
 	maxInFlight       = 40
 	markerRetryMs     = 100
@@ -198,7 +198,7 @@ func newWorld(seed uint64) *world {
 		wk := &worker{idx: i}
 		wk.member = fmt.Sprintf("member-%d-%d", i, wk.gen)
 		wk.cl = &client{name: fmt.Sprintf("tx-%d", i), txnID: fmt.Sprintf("tx-%d", i),
-			timeoutMs: int32(4000 + 1000*i + w.rng.IntN(500))}
+			timeoutMs: int32(8000 + 2000*i + w.rng.IntN(500))}
 		w.workers = append(w.workers, wk)
 	}
 	for p := range numInputParts {
