@@ -127,8 +127,8 @@ func startTSAPipeline(addr string, gen int, old *tsaPipeline) *tsaPipeline {
 
 func (p *tsaPipeline) noteErr(where string, err error) {
 	msg := err.Error()
-	if len(msg) > 140 {
-		msg = msg[:140] + "..."
+	if len(msg) > 400 {
+		msg = msg[:400] + "..."
 	}
 	p.mu.Lock()
 	p.errs[where+": "+msg]++
