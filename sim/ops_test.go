@@ -436,7 +436,7 @@ func mapsEqual(a, b map[int64]view) bool {
 // tolerateB1 makes the simulation treat bug B1 (a staging below the SPSO answered
 // success) as the fix would, instead of failing the run. Set it to false to see B1 fail
 // the simulation; once StageTxnAcks refuses such stagings the branch is never taken.
-const tolerateB1 = true
+const tolerateB1 = false
 
 // staged counts the records of recs that are TX_PENDING in c's transaction.
 func staged(sp *sharepartition.SharePartition, c *client, recs []recKey) int {

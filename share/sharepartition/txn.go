@@ -22,6 +22,16 @@ func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producer
 			}
 		}
 	}
+	// Unlike a plain acknowledgement (Kafka skips offsets below the start offset), a
+	// staging there must fail: those records were finished by someone else after this
+	// member's lock expired, and staging "successfully" would let the transaction commit a
+	// second output for an input already done (kip-1289.md §6 case 8; found by the
+	// deterministic simulation, sim/TestStageBelowStartOffset).
+	for i := range batches {
+		if batches[i].FirstOffset < sp.spso {
+			return sp.update(&c), errInvalidRecordState("offset %d is below the share-partition start offset %d: it was already acknowledged or archived", batches[i].FirstOffset, sp.spso)
+		}
+	}
 	segs, err := sp.segments(batches)
 	if err == nil {
 		err = sp.checkOwned(member, segs)
