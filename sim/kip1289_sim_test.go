@@ -7,8 +7,9 @@
 //
 //	go test ./sim -run 'TestKIP1289Simulation$' -sim.seed=100 -sim.seeds=300 -sim.steps=20000 -timeout 30m
 //
-// (300 seeds x 20,000 steps: about 4 minutes; it passed with bug B1 handled as described
-// at tolerateB1.) CI: 12 seeds x 5,000 steps, about 3 s.
+// (300 seeds x 20,000 steps: about 4 minutes; it found bug B1, a staging below the
+// share-partition start offset answered as a success, since fixed.) CI: 12 seeds x 5,000
+// steps, about 3 s.
 //
 // A failing seed replays exactly: the failure prints the seed, the command to replay it
 // and the step trace leading to it (-sim.trace prints the whole trace).

@@ -236,32 +236,9 @@ func (w *world) stage(c *client, ps *pendingStage) bool {
 		return false
 	}
 	if n := staged(sp, c, ps.recs); n != len(ps.recs) {
-		// Bug B1 (reported): StageTxnAcks answers success for offsets below the SPSO and
-		// stages nothing there (segments skips them, as Kafka's plain acknowledge does).
-		// The records were completed elsewhere meanwhile (acknowledged by the member they
-		// were redelivered to, or archived at the delivery limit), so committing this
-		// transaction would commit a second output for them (kip-1289.md §6 case 8).
-		// The simulation answers INVALID_RECORD_STATE here, as the fix must, so that
-		// the rest of the run keeps checking everything else; TestStageBelowStartOffset
-		// reproduces the bug itself.
-		w.logf("%s stage %v %v -> nil error but only %d of %d staged: bug B1, answered INVALID_RECORD_STATE", c.name, ps.recs, ps.acks, n, len(ps.recs))
-		w.stats["bug B1 hits"]++
-		spso, v := spView(sp)
-		for _, k := range ps.recs {
-			if r := v[k.off]; k.off >= spso && (r.state != sharepartition.TxPending || r.pid != c.pid || r.epoch != c.epoch) {
-				w.violate("StageTxnAcks answered success but %s (above the SPSO %d) is %v", k, spso, r.state)
-			}
-		}
-		if !tolerateB1 {
-			w.violate("StageTxnAcks answered success for %v but staged %d of them (bug B1)", ps.recs, n)
-		}
-		// A partial staging (the batch straddles the SPSO) is taken back: the fixed
-		// answer leaves nothing staged. The Update was never written.
-		if n > 0 && int(sp.UnstageTxnAcks(w.nowMs, c.pid, c.epoch, ps.batches)) != n {
-			w.violate("could not take back the partial staging of %v", ps.recs)
-		}
-		_ = u
-		c.doomed = true
+		// A staging answered success must stage every record it names (bug B1, fixed:
+		// offsets below the SPSO used to be skipped silently; TestStageBelowStartOffset).
+		w.violate("StageTxnAcks answered success for %v but staged %d of them", ps.recs, n)
 		return false
 	}
 	if err := w.writeUpdate(ps.part, u); err != nil {
@@ -432,11 +409,6 @@ func mapsEqual(a, b map[int64]view) bool {
 	}
 	return true
 }
-
-// tolerateB1 makes the simulation treat bug B1 (a staging below the SPSO answered
-// success) as the fix would, instead of failing the run. Set it to false to see B1 fail
-// the simulation; once StageTxnAcks refuses such stagings the branch is never taken.
-const tolerateB1 = false
 
 // staged counts the records of recs that are TX_PENDING in c's transaction.
 func staged(sp *sharepartition.SharePartition, c *client, recs []recKey) int {
