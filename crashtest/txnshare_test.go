@@ -83,8 +83,12 @@ type tsaPipeline struct {
 
 	mu       sync.Mutex
 	maxCount map[int]int16 // highest delivery count seen per input id
-	errs     map[string]int
-	live     []*tsaClients // per worker, for crash
+	// commits lists, per input id, the transactions whose commit returned success with
+	// its acknowledgement (for the diagnosis of a duplicate).
+	commits map[int][]string
+	cycle   atomic.Int64 // the test's cycle, for the commits notes
+	errs    map[string]int
+	live    []*tsaClients // per worker, for crash
 }
 
 type tsaWaiter struct {
@@ -94,9 +98,10 @@ type tsaWaiter struct {
 }
 
 type tsaClients struct {
-	cons *client.ShareConsumer
-	prod *client.Producer
-	once sync.Once
+	txnID string
+	cons  *client.ShareConsumer
+	prod  *client.Producer
+	once  sync.Once
 }
 
 // close closes both clients once; ctx bounds the consumer's goodbye (cancelled: nothing is
@@ -111,8 +116,10 @@ func (c *tsaClients) close(ctx context.Context) {
 func startTSAPipeline(addr string, gen int, old *tsaPipeline) *tsaPipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &tsaPipeline{addr: addr, gen: gen, ctx: ctx, cancel: cancel,
-		maxCount: map[int]int16{}, errs: map[string]int{}, live: make([]*tsaClients, tsaWorkers)}
+		maxCount: map[int]int16{}, errs: map[string]int{}, live: make([]*tsaClients, tsaWorkers), commits: map[int][]string{}}
 	if old != nil {
+		p.commits = old.commits
+		p.cycle.Store(old.cycle.Load())
 		p.committed.Store(old.committed.Load())
 		p.aborted.Store(old.aborted.Load())
 		p.resets.Store(old.resets.Load())
@@ -199,15 +206,16 @@ func (p *tsaPipeline) newClients(w int) (*tsaClients, error) {
 	if err != nil {
 		return nil, err
 	}
+	txnID := fmt.Sprintf("tsa-w%d-%d", w, p.gen)
 	prod, err := client.NewProducer(client.ProducerConfig{
-		Brokers: []string{p.addr}, TransactionalID: fmt.Sprintf("tsa-w%d-%d", w, p.gen),
+		Brokers: []string{p.addr}, TransactionalID: txnID,
 		TransactionTimeout: tsaTxnTimeout, DeliveryTimeout: tsaDeliveryTimeout,
 	})
 	if err != nil {
 		_ = cons.Close(p.ctx)
 		return nil, err
 	}
-	c := &tsaClients{cons: cons, prod: prod}
+	c := &tsaClients{txnID: txnID, cons: cons, prod: prod}
 	p.mu.Lock()
 	p.live[w] = c
 	p.mu.Unlock()
@@ -297,6 +305,11 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 			return fail("acknowledge", err)
 		}
 	}
+	ids := make([]int, 0, len(recs))
+	for _, r := range recs {
+		id, _ := strconv.Atoi(string(r.Value))
+		ids = append(ids, id)
+	}
 	acks, err := c.cons.AcknowledgementsForTransaction()
 	if err != nil {
 		return fail("acks for transaction", err)
@@ -331,7 +344,14 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 		}
 		return fail("commit", err)
 	}
-	p.committed.Add(1)
+	k := p.committed.Add(1)
+	note := fmt.Sprintf("txn %d of %s (cycle %d, member %s epoch %d, inputs %d..%d)", k, c.txnID, p.cycle.Load(),
+		c.cons.GroupMetadata().MemberID[:8], c.cons.GroupMetadata().MemberEpoch, ids[0], ids[len(ids)-1])
+	p.mu.Lock()
+	for _, id := range ids {
+		p.commits[id] = append(p.commits[id], note)
+	}
+	p.mu.Unlock()
 	p.enter(tsaCommitted)
 	return true
 }
@@ -402,6 +422,7 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 		phases[phase]++
 		modes[mode]++
 		before := pl.committed.Load()
+		pl.cycle.Store(int64(c))
 		note := phase.String()
 		if phase != tsaAny && !pl.awaitPhase(phase, 10*time.Second) {
 			note += "(not reached)"
@@ -420,6 +441,7 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 		sb.start(addr)
 		if mode > 0 {
 			pl = startTSAPipeline(addr, gen, pl)
+			pl.cycle.Store(int64(c))
 		}
 
 		// The pipeline drains everything: nothing AVAILABLE, ACQUIRED or TX_PENDING is left.
@@ -576,6 +598,7 @@ func checkTSAOutput(t *testing.T, addr string, n int, hwm int64, pl *tsaPipeline
 		}
 	}
 	times := map[int]int{}
+	where := map[int][]int64{}
 	for off, v := range got {
 		if _, ok := decided[off]; !ok {
 			bad = append(bad, fmt.Sprintf("output offset %d: read_committed returned %s, which no COMMIT marker commits (aborted output visible)", off, v))
@@ -586,6 +609,7 @@ func checkTSAOutput(t *testing.T, addr string, n int, hwm int64, pl *tsaPipeline
 			continue
 		}
 		times[id]++
+		where[id] = append(where[id], off)
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -595,7 +619,8 @@ func checkTSAOutput(t *testing.T, addr string, n int, hwm int64, pl *tsaPipeline
 		case times[id] == 0 && pl.maxCount[id] >= tsaDeliveryLimit:
 			bad = append(bad, fmt.Sprintf("input %d: no output; delivered %d times (the limit): archived on an abort at the delivery limit, the kills were too many for it", id, pl.maxCount[id]))
 		default:
-			bad = append(bad, fmt.Sprintf("input %d (rejected %v, highest delivery count %d): %d committed outputs, want %d", id, tsaRejected(id), pl.maxCount[id], times[id], want))
+			bad = append(bad, fmt.Sprintf("input %d (rejected %v, highest delivery count %d): %d committed outputs (at %v), want %d; commits that returned success: %s",
+				id, tsaRejected(id), pl.maxCount[id], times[id], where[id], want, strings.Join(pl.commits[id], "; ")))
 		}
 	}
 	if len(bad) > 0 {
