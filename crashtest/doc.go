@@ -22,6 +22,18 @@
 //	go test ./crashtest/ -run TestEOS -eos-cycles 300 -timeout 60m -v
 //	EXACTQ_EOS_CYCLES=300 EXACTQ_CRASH_SEED=1234 go test ./crashtest/ -run TestEOS -timeout 60m
 //
+// TestShareStateSurvivesKill (share groups, KIP-932) SIGKILLs the broker while share
+// consumers ACCEPT, RELEASE, REJECT and hold records, and checks after the restart that
+// confirmed ACCEPTs and REJECTs stick, released and in-flight records come back, and the
+// group drains to start offset N with lag 0. TestTxnShareAckCrashCycles (transactional share
+// acknowledgements, KIP-1289) kills the broker under a share-consume → transactional-produce
+// pipeline and checks every input is acknowledged or archived with its output committed
+// exactly once (none for rejected inputs), nothing stuck TX_PENDING, no aborted output visible:
+//
+//	go test ./crashtest/ -run TestShareStateSurvivesKill -share-cycles 100 -v   # CI default: 6
+//	go test ./crashtest/ -run TestTxnShareAckCrashCycles -txnshare-cycles 1000 -timeout 3h -v   # CI default: 20
+//	EXACTQ_TXNSHARE_CYCLES=1000 go test ./crashtest/ -run TestTxnShareAckCrashCycles -timeout 3h
+//
 // A seed fixes the sequence of decisions (kill delays, SIGKILL or SIGTERM, whether the
 // producers survive the restart, fsync policy, damage positions); the interleaving of
 // producer goroutines and the broker is not deterministic, so a replay reproduces the
