@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -149,3 +150,39 @@ func keyValues(flagName string, kvs []string) ([][2]string, error) {
 
 // netConfig is the connection settings of every client the tools create.
 func netConfig() client.NetConfig { return client.NetConfig{ClientID: cliClientID} }
+
+// subcommand is one verb of a command family ("topic create", "group list", ...).
+type subcommand struct {
+	name string
+	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// quiet adapts a subcommand that writes only to stdout.
+func quiet(run func(context.Context, []string, io.Writer) error) func(context.Context, []string, io.Writer, io.Writer) error {
+	return func(ctx context.Context, args []string, stdout, _ io.Writer) error { return run(ctx, args, stdout) }
+}
+
+// dispatch runs "exactq FAMILY SUBCOMMAND ...": the named subcommand, the family's usage
+// for -h, or a usage error naming the subcommands.
+func dispatch(ctx context.Context, family, usage string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		names[i] = s.name
+	}
+	list := strings.Join(names, ", ")
+	if len(args) == 0 {
+		return usagef("missing subcommand (%s)", list)
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return errHelp
+	}
+	for _, s := range subs {
+		if s.name == sub {
+			return withCmd(s.run(ctx, rest, stdout, stderr), family+" "+sub)
+		}
+	}
+	return usagef("unknown subcommand %q (%s)", sub, list)
+}

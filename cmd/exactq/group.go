@@ -23,26 +23,10 @@ Flags (every subcommand):
 `
 
 // runGroup runs "exactq group SUBCOMMAND ...".
-func runGroup(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
-	if len(args) == 0 {
-		return usagef("missing subcommand (list, describe, delete)")
-	}
-	sub, args := args[0], args[1:]
-	var run func(context.Context, []string, io.Writer) error
-	switch sub {
-	case "list":
-		run = groupList
-	case "describe":
-		run = groupDescribe
-	case "delete":
-		run = groupDelete
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, groupUsage)
-		return errHelp
-	default:
-		return usagef("unknown subcommand %q (list, describe, delete)", sub)
-	}
-	return withCmd(run(ctx, args, stdout), "group "+sub)
+func runGroup(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	return dispatch(ctx, "group", groupUsage, []subcommand{
+		{"list", quiet(groupList)}, {"describe", quiet(groupDescribe)}, {"delete", quiet(groupDelete)},
+	}, args, stdout, stderr)
 }
 
 // newTable is the column layout of every table the tools print: columns two spaces apart.

@@ -30,25 +30,9 @@ Flags (every subcommand):
 
 // runShare runs "exactq share SUBCOMMAND ...".
 func runShare(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usagef("missing subcommand (consume, describe, list)")
-	}
-	sub, args := args[0], args[1:]
-	var err error
-	switch sub {
-	case "consume":
-		err = shareConsume(ctx, args, stdout, stderr)
-	case "describe":
-		err = shareDescribe(ctx, args, stdout)
-	case "list":
-		err = shareList(ctx, args, stdout)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, shareUsage)
-		return errHelp
-	default:
-		return usagef("unknown subcommand %q (consume, describe, list)", sub)
-	}
-	return withCmd(err, "share "+sub)
+	return dispatch(ctx, "share", shareUsage, []subcommand{
+		{"consume", shareConsume}, {"describe", quiet(shareDescribe)}, {"list", quiet(shareList)},
+	}, args, stdout, stderr)
 }
 
 const shareConsumeUsage = `Usage: exactq share consume TOPIC -g GROUP [flags]

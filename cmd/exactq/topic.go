@@ -27,30 +27,11 @@ Flags (every subcommand):
 `
 
 // runTopic runs "exactq topic SUBCOMMAND ...".
-func runTopic(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
-	if len(args) == 0 {
-		return usagef("missing subcommand (create, list, describe, delete, alter)")
-	}
-	sub, args := args[0], args[1:]
-	var run func(context.Context, []string, io.Writer) error
-	switch sub {
-	case "create":
-		run = topicCreate
-	case "list":
-		run = topicList
-	case "describe":
-		run = topicDescribe
-	case "delete":
-		run = topicDelete
-	case "alter":
-		run = topicAlter
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, topicUsage)
-		return errHelp
-	default:
-		return usagef("unknown subcommand %q (create, list, describe, delete, alter)", sub)
-	}
-	return withCmd(run(ctx, args, stdout), "topic "+sub)
+func runTopic(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	return dispatch(ctx, "topic", topicUsage, []subcommand{
+		{"create", quiet(topicCreate)}, {"list", quiet(topicList)}, {"describe", quiet(topicDescribe)},
+		{"delete", quiet(topicDelete)}, {"alter", quiet(topicAlter)},
+	}, args, stdout, stderr)
 }
 
 func newAdmin(f *cmdFlags) (*client.Admin, error) {

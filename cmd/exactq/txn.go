@@ -18,24 +18,10 @@ Flags (every subcommand):
 `
 
 // runTxn runs "exactq txn SUBCOMMAND ...".
-func runTxn(ctx context.Context, args []string, _ io.Reader, stdout, _ io.Writer) error {
-	if len(args) == 0 {
-		return usagef("missing subcommand (list, describe)")
-	}
-	sub, args := args[0], args[1:]
-	var run func(context.Context, []string, io.Writer) error
-	switch sub {
-	case "list":
-		run = txnList
-	case "describe":
-		run = txnDescribe
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, txnUsage)
-		return errHelp
-	default:
-		return usagef("unknown subcommand %q (list, describe)", sub)
-	}
-	return withCmd(run(ctx, args, stdout), "txn "+sub)
+func runTxn(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	return dispatch(ctx, "txn", txnUsage, []subcommand{
+		{"list", quiet(txnList)}, {"describe", quiet(txnDescribe)},
+	}, args, stdout, stderr)
 }
 
 func txnList(ctx context.Context, args []string, stdout io.Writer) error {
