@@ -364,7 +364,7 @@ func TestTxnNotAcquiredIsInvalidRecordStateForThatPartitionOnly(t *testing.T) {
 	e.wantStates(rr(0, 1, sharepartition.TxPending, 1))
 	// Beyond what was ever acquired.
 	resp = e.txnAck(txnAck{member: "m2", pid: 8, parts: map[int32][]txnshare.Batch{1: {tb(0, 5, tAccept)}}})
-	wantCode(t, "past the window", partCode(t, resp, 1), kerr.InvalidRequest)
+	wantCode(t, "past the window", partCode(t, resp, 1), kerr.InvalidRecordState)
 	// Lock expired before staging.
 	e.advance(sharepartitionLock)
 	resp = e.txnAck(txnAck{member: "m2", pid: 8, parts: map[int32][]txnshare.Batch{1: {tb(0, 1, tAccept)}}})

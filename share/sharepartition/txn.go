@@ -31,6 +31,12 @@ func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producer
 		if batches[i].FirstOffset < sp.spso {
 			return sp.update(&c), errInvalidRecordState("offset %d is below the share-partition start offset %d: it was already acknowledged or archived", batches[i].FirstOffset, sp.spso)
 		}
+		// Offsets past the in-flight window were never acquired by anyone (decision D7:
+		// INVALID_RECORD_STATE; a plain acknowledgement answers INVALID_REQUEST there, as
+		// Kafka does, because it cannot have come from a fetch).
+		if batches[i].LastOffset > sp.EndOffset() || len(sp.batches) == 0 {
+			return sp.update(&c), errInvalidRecordState("offsets %d-%d are past the in-flight records (end %d): not acquired", batches[i].FirstOffset, batches[i].LastOffset, sp.EndOffset())
+		}
 	}
 	segs, err := sp.segments(batches)
 	if err == nil {
