@@ -168,23 +168,15 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, version int16, req *kmsg
 	build := func(res []commitResult) kmsg.Response {
 		r := kmsg.NewPtrOffsetCommitResponse()
 		r.Version = version
-		idx := map[string]int{}
-		for _, x := range append(early, res...) {
-			key := x.topic
-			if useIDs {
-				key = string(x.topicID[:])
+		for _, g := range byTopic(append(early, res...), useIDs) {
+			t := kmsg.NewOffsetCommitResponseTopic()
+			t.Topic, t.TopicID = g[0].topic, g[0].topicID
+			for _, x := range g {
+				p := kmsg.NewOffsetCommitResponseTopicPartition()
+				p.Partition, p.ErrorCode = x.partition, x.code
+				t.Partitions = append(t.Partitions, p)
 			}
-			i, ok := idx[key]
-			if !ok {
-				t := kmsg.NewOffsetCommitResponseTopic()
-				t.Topic, t.TopicID = x.topic, x.topicID
-				r.Topics = append(r.Topics, t)
-				i = len(r.Topics) - 1
-				idx[key] = i
-			}
-			p := kmsg.NewOffsetCommitResponseTopicPartition()
-			p.Partition, p.ErrorCode = x.partition, x.code
-			r.Topics[i].Partitions = append(r.Topics[i].Partitions, p)
+			r.Topics = append(r.Topics, t)
 		}
 		return r
 	}
@@ -226,23 +218,15 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, version int16, req *k
 	build := func(res []commitResult) kmsg.Response {
 		r := kmsg.NewPtrTxnOffsetCommitResponse()
 		r.Version = version
-		idx := map[string]int{}
-		for _, x := range append(early, res...) {
-			key := x.topic
-			if useIDs {
-				key = string(x.topicID[:])
+		for _, g := range byTopic(append(early, res...), useIDs) {
+			t := kmsg.NewTxnOffsetCommitResponseTopic()
+			t.Topic, t.TopicID = g[0].topic, g[0].topicID
+			for _, x := range g {
+				p := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				p.Partition, p.ErrorCode = x.partition, x.code
+				t.Partitions = append(t.Partitions, p)
 			}
-			i, ok := idx[key]
-			if !ok {
-				t := kmsg.NewTxnOffsetCommitResponseTopic()
-				t.Topic, t.TopicID = x.topic, x.topicID
-				r.Topics = append(r.Topics, t)
-				i = len(r.Topics) - 1
-				idx[key] = i
-			}
-			p := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			p.Partition, p.ErrorCode = x.partition, x.code
-			r.Topics[i].Partitions = append(r.Topics[i].Partitions, p)
+			r.Topics = append(r.Topics, t)
 		}
 		return r
 	}
@@ -511,4 +495,25 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, version int16, req *kmsg
 	return c.runParked(ctx, req.Group, func(s *shard, tok uint64, _ int64, out *output) {
 		s.deleteOffsets(req.Group, topics, tok, out)
 	}, conv, fail)
+}
+
+// byTopic groups commit results by topic (by id in the topic-id versions), topics in
+// first-seen order and partitions in request order, as the responses list them.
+func byTopic(res []commitResult, useIDs bool) [][]commitResult {
+	idx := map[string]int{}
+	var out [][]commitResult
+	for _, x := range res {
+		key := x.topic
+		if useIDs {
+			key = string(x.topicID[:])
+		}
+		i, ok := idx[key]
+		if !ok {
+			i = len(out)
+			idx[key] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], x)
+	}
+	return out
 }
