@@ -69,6 +69,9 @@ type Memory struct {
 	closed  bool
 	// FailAppend, when set, is returned by the next Append (then cleared): a disk error.
 	FailAppend error
+	// FailAfterAppend, when set, is returned by the next Append (then cleared) after the
+	// batch was stored: a write that reached the log but whose acknowledgement was lost.
+	FailAfterAppend error
 }
 
 // NewMemory returns an empty in-memory partition.
@@ -100,6 +103,10 @@ func (m *Memory) Append(_ context.Context, b Batch) (int64, error) {
 	}
 	m.batches = append(m.batches, Stored{BaseOffset: base, ProducerID: pid, ProducerEpoch: b.ProducerEpoch, Transactional: b.ProducerID >= 0, Records: recs})
 	m.next += int64(max(len(recs), 1))
+	if err := m.FailAfterAppend; err != nil {
+		m.FailAfterAppend = nil
+		return -1, err
+	}
 	return base, nil
 }
 

@@ -497,7 +497,6 @@ func TestWriteFailureReloadsFromStore(t *testing.T) {
 	if ar.Topics[0].Partitions[0].ErrorCode == 0 {
 		t.Fatal("an ack whose write failed was answered NONE")
 	}
-	e.store.Load(e.mem) // the broker reloads a store partition that reported a failed append
 	// Reloaded from the store: the acks never became durable, nothing was persisted as
 	// acquired, so everything is AVAILABLE again.
 	e.wantAcquired(e.fetch(fetchReq{member: "m2", epoch: 0, parts: []int32{0}}), topicA, 0, acquired{0, 3, 1})

@@ -434,9 +434,6 @@ func TestTxnWriteOutcomeUnknownReloads(t *testing.T) {
 	if partCode(t, resp, 0) == 0 {
 		t.Fatal("a staging whose write failed was answered NONE")
 	}
-	if err := e.store.Load(e.mem); err != nil {
-		t.Fatal(err)
-	}
 	if got := e.consumer("m2").poll(); !reflect.DeepEqual(got, []acquired{{0, 1, 1}}) {
 		t.Fatalf("acquired %v", got)
 	}

@@ -127,9 +127,10 @@ func New(cfg Config, parts []coordlog.Partition) (*Store, error) {
 }
 
 // Load (re)builds the state of one partition by replaying it. New calls it for every
-// partition; call it again after an operation reported the partition unavailable
-// (COORDINATOR_NOT_AVAILABLE after a failed append). Only partitions passed to New can
-// be loaded. Operations on the partition wait for the replay.
+// partition. A partition whose append failed with an unknown outcome reloads itself on its
+// next use (see usable), so callers need not call Load again; it stays available for
+// tests and tools. Only partitions passed to New can be loaded. Operations on the
+// partition wait for the replay.
 func (s *Store) Load(lp coordlog.Partition) error {
 	p := s.parts[lp.Index()]
 	if p == nil {
@@ -138,11 +139,16 @@ func (s *Store) Load(lp coordlog.Partition) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.log = lp
+	return p.load(s)
+}
+
+// load replays p.log into fresh memory. The caller holds p.mu.
+func (p *part) load(s *Store) error {
 	p.keys, p.pending, p.markerEpoch = map[Key]*entry{}, map[int64]map[Key]struct{}{}, map[int64]int16{}
 	p.end, p.broken = 0, nil
-	if err := lp.Replay(func(st coordlog.Stored) error { return p.replay(s, st) }); err != nil {
+	if err := p.log.Replay(func(st coordlog.Stored) error { return p.replay(s, st) }); err != nil {
 		p.broken = err
-		return fmt.Errorf("sharestate: load __share_group_state-%d: %w", lp.Index(), err)
+		return fmt.Errorf("sharestate: load __share_group_state-%d: %w", p.log.Index(), err)
 	}
 	return nil
 }
@@ -379,19 +385,27 @@ func (s *Store) lock(k Key) (*part, error) {
 		return nil, errorf(kerr.NotCoordinator, "__share_group_state-%d is not loaded here", idx)
 	}
 	p.mu.Lock()
-	if err := p.usable(); err != nil {
+	if err := p.usable(s); err != nil {
 		p.mu.Unlock()
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *part) usable() error {
+func (p *part) usable(s *Store) error {
 	if p.closed {
 		return errorf(kerr.NotCoordinator, "share-state store closed")
 	}
 	if p.broken != nil {
-		return errorf(kerr.CoordinatorNotAvailable, "__share_group_state-%d needs reloading after %v", p.log.Index(), p.broken)
+		// An append failed with an unknown outcome: memory may differ from the log. The
+		// log is the truth, so replay it now rather than refuse the partition until the
+		// next restart; if the replay fails too, the partition stays unavailable and the
+		// next call tries again.
+		cause := p.broken
+		if err := p.load(s); err != nil {
+			return errorf(kerr.CoordinatorNotAvailable, "__share_group_state-%d needs reloading after %v: %v", p.log.Index(), cause, err)
+		}
+		s.cfg.Logger.Warn("share-state partition reloaded after a failed append", "partition", p.log.Index(), "cause", cause)
 	}
 	return nil
 }
@@ -727,7 +741,7 @@ func (s *Store) ApplyMarkerResult(ctx context.Context, partition int32, pid int6
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.usable(); err != nil {
+	if err := p.usable(s); err != nil {
 		return MarkerResult{}, err
 	}
 	if err := appendMarker(ctx); err != nil {
@@ -753,7 +767,7 @@ func (s *Store) CompleteTxn(partition int32, pid int64, epoch int16, commit bool
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.usable() != nil {
+	if p.usable(s) != nil {
 		return nil
 	}
 	return p.applyMarker(pid, epoch, commit).Keys
@@ -774,7 +788,7 @@ func (s *Store) LastRedundantOffset(partition int32) (offset int64, ok bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.usable() != nil {
+	if p.usable(s) != nil {
 		return 0, false
 	}
 	offset = p.end
@@ -807,7 +821,7 @@ func (s *Store) SnapshotCold(ctx context.Context) (int, error) {
 func (s *Store) snapshotColdPart(ctx context.Context, p *part) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.usable(); err != nil {
+	if err := p.usable(s); err != nil {
 		return 0, nil
 	}
 	now := s.cfg.Now()

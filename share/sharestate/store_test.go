@@ -321,17 +321,32 @@ func TestDeleteWritesTombstone(t *testing.T) {
 	}
 }
 
-func TestFailedAppendNeedsReload(t *testing.T) {
+// A failed append leaves memory unsure of the log; the partition replays the log on its
+// next use instead of staying unavailable until a restart.
+func TestFailedAppendReloadsOnNextUse(t *testing.T) {
 	f := newFixture(t, 1, 500)
 	k := key("g", 0)
 	must(t, f.s.Initialize(ctx, k, 0, 0))
 	f.parts[0].FailAppend = errors.New("disk on fire")
 	wantCode(t, f.s.Write(ctx, k, 0, 0, 0, -1, bl(sb(0, 0, StateAcknowledged, 1))), kerr.CoordinatorNotAvailable)
-	_, err := f.s.Read(ctx, k, 0)
-	wantCode(t, err, kerr.CoordinatorNotAvailable)
-	must(t, f.s.Load(f.parts[0]))
 	if st := f.mustRead(k, 0); len(st.Batches) != 0 {
-		t.Fatalf("%+v", st)
+		t.Fatalf("a write that never reached the log is visible after the reload: %+v", st)
+	}
+}
+
+// When the write reached the log but its acknowledgement was lost, the reload shows it:
+// the log, not memory, is the truth.
+func TestLostAppendAckReloadsWhatTheLogHolds(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	f.parts[0].FailAfterAppend = errors.New("ack lost")
+	err := f.s.Write(ctx, k, 0, 0, 0, -1, bl(sb(0, 0, StateAcknowledged, 1)))
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("lost ack: %v", err)
+	}
+	if st := f.mustRead(k, 0); len(st.Batches) != 1 || st.Batches[0].DeliveryState != StateAcknowledged {
+		t.Fatalf("the logged write is missing after the reload: %+v", st)
 	}
 }
 

@@ -250,11 +250,6 @@ func TestWriteOutcomeUnknownOnlyAfterAppendFailure(t *testing.T) {
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, kerr.CoordinatorNotAvailable) {
 		t.Fatalf("append failure: %v", err)
 	}
-	err = f.s.Write(ctx, k, 0, 0, 0, 0, []StateBatch{sb(0, 0, StateAcknowledged, 1)})
-	if errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, kerr.CoordinatorNotAvailable) {
-		t.Fatalf("broken partition: %v", err)
-	}
-	must(t, f.s.Load(f.parts[0]))
 	f.marker(k, 7, 3, false)
 	err = f.s.Write(ctx, k, 0, 0, 0, 0, []StateBatch{staged(0, 0, 1, 7, 2, AckAccept)})
 	if errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, kerr.InvalidProducerEpoch) {
