@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/client"
 )
@@ -89,6 +91,9 @@ type tsaPipeline struct {
 	cycle   atomic.Int64 // the test's cycle, for the commits notes
 	errs    map[string]int
 	live    []*tsaClients // per worker, for crash
+	// retired holds the member ids of share consumers closed or abandoned since the last
+	// broker restart (see expireRetired).
+	retired []string
 }
 
 type tsaWaiter struct {
@@ -124,6 +129,7 @@ func startTSAPipeline(addr string, gen int, old *tsaPipeline) *tsaPipeline {
 		p.aborted.Store(old.aborted.Load())
 		p.resets.Store(old.resets.Load())
 		p.maxCount, p.errs = old.maxCount, old.errs
+		p.retired = old.retired
 	}
 	for w := range tsaWorkers {
 		p.wg.Add(1)
@@ -186,10 +192,46 @@ func (p *tsaPipeline) crash() {
 	p.mu.Unlock()
 	for _, c := range live {
 		if c != nil {
+			p.retire(c)
 			c.close(dead)
 		}
 	}
 	p.wg.Wait()
+}
+
+// retire notes c's share-group member as gone.
+func (p *tsaPipeline) retire(c *tsaClients) {
+	p.mu.Lock()
+	p.retired = append(p.retired, c.cons.GroupMetadata().MemberID)
+	p.mu.Unlock()
+}
+
+// expireRetired removes the members of retired consumers from the share group, standing
+// in for their session timeout. A consumer whose goodbye could not reach the broker (it
+// was down, or the process "crashed") stays a member until its session times out, and a
+// coordinator that loads the group after a restart starts every member's session anew:
+// with a restart every second or so, no abandoned member would ever expire and the group
+// would fill up (GROUP_MAX_SIZE_REACHED) after a few hundred cycles, which is the test's
+// compressed timescale, not a broker fault. Members that already left answer
+// UNKNOWN_MEMBER_ID, which is ignored.
+func (p *tsaPipeline) expireRetired(t *testing.T, raw *kgo.Client) {
+	p.mu.Lock()
+	ids := p.retired
+	p.retired = nil
+	p.mu.Unlock()
+	for _, id := range ids {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.MemberEpoch = tsaGroup, id, -1
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := req.RequestWith(ctx, raw)
+		cancel()
+		if err != nil {
+			t.Fatalf("leave for retired member %s: %v", id, err)
+		}
+		if code := resp.ErrorCode; code != 0 && code != kerr.UnknownMemberID.Code {
+			t.Fatalf("leave for retired member %s: %v", id, kerr.ErrorForCode(code))
+		}
+	}
 }
 
 // stop ends the workers cleanly (the broker is up).
@@ -251,6 +293,7 @@ func (p *tsaPipeline) run(w int) {
 		}
 		if !p.once(c) {
 			p.resets.Add(1)
+			p.retire(c)
 			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			c.close(cctx)
 			cancel()
@@ -439,6 +482,7 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 			}
 		}
 		sb.start(addr)
+		pl.expireRetired(t, raw)
 		if mode > 0 {
 			pl = startTSAPipeline(addr, gen, pl)
 			pl.cycle.Store(int64(c))
