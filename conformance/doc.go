@@ -1,0 +1,14 @@
+// Package conformance holds black-box conformance suites: each runs a real exactq broker
+// on a loopback listener (internal/testbroker), speaks the Kafka wire protocol to it over
+// real TCP connections with requests built from kmsg types, and checks what Apache Kafka
+// 4.4 answers in the same situation.
+//
+// kip932_*_test.go are the raw-RPC scenarios of KIP-932 (share groups): table 7.1 of the
+// steering spec kip-932.md, one test per row, each named after the row and the Kafka test
+// it ports (ShareFetchAcknowledgeRequestTest, ShareGroupHeartbeatRequestTest,
+// ShareGroupDescribeRequestTest). Where a single-node broker cannot do what a row says
+// (other replicas, several brokers, a moving coordinator) the test says what it checks
+// instead.
+//
+// The package has no non-test code.
+package conformance
