@@ -1,0 +1,148 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/eos/eostest"
+	"github.com/exactq/exactq/internal/testbroker"
+)
+
+// abortEnv is a broker with 20 inputs on one partition, and record locks of a minute: a
+// record that is not ACQUIRED any more right after an abort was given back, not expired.
+func abortEnv(t *testing.T) *testbroker.Broker {
+	b := eostest.Start(t)
+	eostest.CreateTopic(t, b.Addr, "in", 1)
+	eostest.CreateTopicWithConfig(t, b.Addr, "small", 1, map[string]string{"max.message.bytes": "1024"})
+	in := eostest.Inputs(20)
+	for i := 0; i < len(in); i += 5 {
+		eostest.Produce(t, b.Addr, "in", 1, in[i:i+5]) // a batch each: a poll gets 5 of them
+	}
+	return b
+}
+
+func testMember(t *testing.T, b *testbroker.Broker, group string) *member {
+	t.Helper()
+	eostest.ReadFromEarliest(t, b.Addr, group)
+	eostest.SetGroupConfig(t, b.Addr, group, "share.record.lock.duration.ms", "60000")
+	m, err := newMember(memberConfig{
+		consumer: client.ShareConsumerConfig{Brokers: []string{b.Addr}, Group: group, Topics: []string{"in"},
+			AckMode: client.AckExplicit, MaxRecords: 5},
+		newProducer: func() (*client.Producer, error) {
+			return client.NewProducer(client.ProducerConfig{Brokers: []string{b.Addr}, TransactionalID: group})
+		},
+		initProducer: func(ctx context.Context, p *client.Producer) error { return p.InitTransactions(ctx) },
+		backoff:      20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.close(context.Background()) })
+	if err := m.startTransactions(eostest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// pollSome polls until it gets records; it opens the transaction first.
+func pollSome(t *testing.T, m *member) []*client.Record {
+	t.Helper()
+	ctx := eostest.Context(t)
+	if err := m.begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		recs, err := m.poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) > 0 {
+			return recs
+		}
+	}
+}
+
+func acceptAll(t *testing.T, m *member, recs []*client.Record) {
+	t.Helper()
+	for _, r := range recs {
+		if err := m.acknowledge(r, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.collect(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// redelivered polls again and checks that what comes back was delivered before.
+func redelivered(t *testing.T, m *member) {
+	t.Helper()
+	recs := pollSome(t, m)
+	for _, r := range recs {
+		if r.DeliveryCount < 2 {
+			t.Fatalf("offset %d delivered %d times after the abort, want a redelivery", r.Offset, r.DeliveryCount)
+		}
+	}
+}
+
+// Whatever step a transaction failed at, abort leaves no record ACQUIRED or TX_PENDING:
+// the inputs are available again at once (not after their one-minute lock).
+func TestAbortGivesEveryInputBack(t *testing.T) {
+	b := abortEnv(t)
+
+	t.Run("collected, staged and unacknowledged inputs", func(t *testing.T) {
+		m := testMember(t, b, "g-mixed")
+		ctx := eostest.Context(t)
+		acceptAll(t, m, pollSome(t, m))
+		if err := m.stage(ctx); err != nil { // staged: TX_PENDING
+			t.Fatal(err)
+		}
+		acceptAll(t, m, pollSome(t, m)) // collected, not staged
+		second := pollSome(t, m)        // half acknowledged, half not
+		for _, r := range second[:len(second)/2] {
+			if err := m.acknowledge(r, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.abort(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eostest.WaitNoneHeld(t, b, "g-mixed")
+		redelivered(t, m)
+	})
+
+	t.Run("transaction doomed by a refused output", func(t *testing.T) {
+		m := testMember(t, b, "g-doomed")
+		ctx := eostest.Context(t)
+		recs := pollSome(t, m)
+		m.produce(ctx, &client.Record{Topic: "small", Value: make([]byte, 4096)})
+		if err := m.producer.Flush(ctx); err != nil { // the refusal is known before staging
+			t.Fatal(err)
+		}
+		acceptAll(t, m, recs)
+		err := m.commit(ctx)
+		if !errors.Is(err, ErrProduce) {
+			t.Fatalf("commit: %v, want ErrProduce", err)
+		}
+		if m.unstaged.len() == 0 {
+			t.Fatal("a doomed transaction staged the acknowledgements")
+		}
+		if err := m.abort(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eostest.WaitNoneHeld(t, b, "g-doomed")
+		redelivered(t, m)
+	})
+
+	t.Run("consumer replaced", func(t *testing.T) {
+		m := testMember(t, b, "g-replaced")
+		acceptAll(t, m, pollSome(t, m))
+		if err := m.replaceConsumer(eostest.Context(t)); err != nil {
+			t.Fatal(err)
+		}
+		eostest.WaitNoneHeld(t, b, "g-replaced")
+	})
+}
