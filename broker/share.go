@@ -184,9 +184,24 @@ func (b *Broker) handleShareGroupHeartbeat(ctx context.Context, req *server.Requ
 	})
 }
 
+// allGroupOperations is every operation Kafka defines on a GROUP resource (READ, DELETE,
+// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS): what Kafka reports as a group's authorized
+// operations when no authorizer is configured (AuthHelper.authorizedOperations).
+const allGroupOperations = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
+
 func (b *Broker) handleShareGroupDescribe(ctx context.Context, req *server.Request, r *kmsg.ShareGroupDescribeRequest) server.Reply {
 	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
-		return s.members.ShareGroupDescribe(ctx, req.Version, r), nil
+		resp := s.members.ShareGroupDescribe(ctx, req.Version, r)
+		if r.IncludeAuthorizedOperations {
+			// KafkaApis.handleShareGroupDescribe fills them in for the groups described
+			// without error; exactq has no authorizer, so every operation is allowed.
+			for i := range resp.Groups {
+				if resp.Groups[i].ErrorCode == 0 {
+					resp.Groups[i].AuthorizedOperations = allGroupOperations
+				}
+			}
+		}
+		return resp, nil
 	})
 }
 
