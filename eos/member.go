@@ -56,12 +56,19 @@ type memberConfig struct {
 type txnCounts struct {
 	rejected, outputs int
 	produceErr        atomic.Pointer[error]
+	// produced is the callback of every output of the transaction (made once: a method
+	// value per Produce would allocate per record).
+	produced func(*client.Record, error)
 }
 
-func (t *txnCounts) produced(_ *client.Record, err error) {
-	if err != nil {
-		t.produceErr.CompareAndSwap(nil, &err)
+func newTxnCounts() *txnCounts {
+	t := &txnCounts{}
+	t.produced = func(_ *client.Record, err error) {
+		if err != nil {
+			t.produceErr.CompareAndSwap(nil, &err)
+		}
 	}
+	return t
 }
 
 func (t *txnCounts) firstProduceErr() error {
@@ -82,7 +89,7 @@ func newMember(cfg memberConfig) (*member, error) {
 		c.Close(context.Background())
 		return nil, err
 	}
-	return &member{cfg: cfg, consumer: c, producer: p, txn: &txnCounts{}}, nil
+	return &member{cfg: cfg, consumer: c, producer: p, txn: newTxnCounts()}, nil
 }
 
 // held reports whether the member holds inputs that are not staged.
@@ -109,7 +116,7 @@ func (m *member) begin(ctx context.Context) error {
 	if err := m.note(m.producer.BeginTransaction(ctx)); err != nil {
 		return err
 	}
-	m.inTxn, m.txn = true, &txnCounts{}
+	m.inTxn, m.txn = true, newTxnCounts()
 	return nil
 }
 
