@@ -44,7 +44,9 @@ func benchInputs(b *testing.B, tb **testbroker.Broker, n int) (addr, topic, grou
 }
 
 func copyTo(out string) func(*client.Record) *client.Record {
-	return func(in *client.Record) *client.Record { return &client.Record{Topic: out, Key: in.Key, Value: in.Value} }
+	return func(in *client.Record) *client.Record {
+		return &client.Record{Topic: out, Key: in.Key, Value: in.Value}
+	}
 }
 
 func BenchmarkRunner(b *testing.B) {
