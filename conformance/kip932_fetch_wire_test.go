@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,9 +81,11 @@ func startFAR(t *testing.T, cfg map[string]string, parts ...int32) *farEnv {
 	e := newEnv(t, cfg)
 	f := &farEnv{env: e, lockMs: defaultLockMs}
 	if v, ok := cfg["group.share.record.lock.duration.ms"]; ok {
-		var ms int32
-		fmt.Sscan(v, &ms)
-		f.lockMs = ms
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.lockMs = int32(ms)
 	}
 	f.topicID = e.createTopic(farTopic, 3)
 	f.s = f.joinAndOpen(farGroup, newMemberID(), parts...)
@@ -212,7 +215,7 @@ func acks1(t tip, ranges ...ackRange) map[tip][]ackRange { return map[tip][]ackR
 // exactq always finalizes share.version 1 and has no setting (nor UpdateFeatures) that
 // lowers it, so only the enabled side is checked: ApiVersions finalizes share.version at
 // level 1 and advertises the four share RPCs at the versions Kafka 4.4 accepts.
-func TestShareRequestsInaccessibleWhenShareVersionDisabled_7_1_1(t *testing.T) {
+func TestShareFetchRequestIsInAccessibleWhenConfigsDisabled_7_1_1(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	req := kmsg.NewPtrApiVersionsRequest()
