@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/txn/txnwire"
 )
 
 // Coordinator types in FindCoordinator.
@@ -82,8 +83,8 @@ func (b *Broker) handleDescribeCluster(req *server.Request, r *kmsg.DescribeClus
 	return server.Reply{Resp: resp}
 }
 
-func (b *Broker) handleInitProducerID(req *server.Request, r *kmsg.InitProducerIDRequest) server.Reply {
-	resp := r.ResponseKind().(*kmsg.InitProducerIDResponse)
+func (b *Broker) handleInitProducerID(req *server.Request, r *txnwire.InitProducerIDRequest) server.Reply {
+	resp := r.ResponseKind().(*txnwire.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
 		// Transactional ids need the transaction coordinator (its own issue). Kafka answers

@@ -12,6 +12,7 @@ import (
 	"github.com/exactq/exactq/group"
 	"github.com/exactq/exactq/server"
 	"github.com/exactq/exactq/txn"
+	"github.com/exactq/exactq/txn/txnwire"
 )
 
 // coordinators holds the group coordinator. It starts at Open when its internal topic
@@ -90,6 +91,7 @@ func (b *Broker) txnCoordinator() (*txn.Coordinator, error) {
 	c, err := txn.New(txn.Config{
 		NumPartitions:           b.topics.get(transactionStateTopic).numPartitions(),
 		MaxTimeoutMs:            b.brokerInt32("transaction.max.timeout.ms", 900000),
+		TwoPhaseCommitEnable:    b.defaults.topic.TransactionTwoPhaseCommitEnable(),
 		AbortTimedOutIntervalMs: int64(b.brokerInt32("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000)),
 		GroupPartition: func(groupID string) txn.TopicPartition {
 			return txn.TopicPartition{Topic: offsetsTopic, Partition: g.PartitionFor(groupID)}
@@ -279,7 +281,7 @@ func txnCoordinatorUnavailable(req *server.Request) kmsg.Response {
 	resp := req.Body.ResponseKind()
 	const code = 15 // COORDINATOR_NOT_AVAILABLE
 	switch r := resp.(type) {
-	case *kmsg.InitProducerIDResponse:
+	case *txnwire.InitProducerIDResponse:
 		r.ErrorCode, r.ProducerID, r.ProducerEpoch = code, -1, -1
 	case *kmsg.AddOffsetsToTxnResponse:
 		r.ErrorCode = code

@@ -8,6 +8,7 @@ import (
 	"github.com/exactq/exactq/group"
 	"github.com/exactq/exactq/server"
 	"github.com/exactq/exactq/txn"
+	"github.com/exactq/exactq/txn/txnwire"
 	"github.com/exactq/exactq/txnshare"
 )
 
@@ -74,6 +75,12 @@ func (b *Broker) APIs() []server.APIRange {
 		if m, ok := maxImplemented[k]; ok && m < r.MaxVersion {
 			r.MaxVersion = m
 		}
+		if k == 22 {
+			// InitProducerId v6 (KIP-939 two-phase commit): unstable, so not advertised,
+			// in Kafka 4.4 and unknown to kmsg; exactq serves it with its own types.
+			r.MaxVersion = txnwire.MaxInitProducerIDVersion
+			r.NewRequest = func() kmsg.Request { return txnwire.NewInitProducerIDRequest() }
+		}
 		out = append(out, r)
 	}
 	return out
@@ -132,9 +139,9 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDeleteTopics(req, r)
 	case *kmsg.DeleteRecordsRequest:
 		return b.handleDeleteRecords(req, r)
-	case *kmsg.InitProducerIDRequest:
+	case *txnwire.InitProducerIDRequest:
 		if r.TransactionalID != nil {
-			return txnCall(b, ctx, req, r, (*txn.Coordinator).InitProducerID)
+			return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.InitProducerIDV6(ctx, r) })
 		}
 		return b.handleInitProducerID(req, r)
 	case *kmsg.DescribeConfigsRequest:

@@ -165,5 +165,11 @@ func (p *producerIDs) allocate() (int64, error) {
 	}
 	id := p.next
 	p.next++
+	if id == 0 {
+		// Producer id 0 is never handed out, so that (0, 0) is never a real producer id
+		// and epoch: client.PreparedTxnState's zero value means "no transaction".
+		id = p.next
+		p.next++
+	}
 	return id, nil
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/txn/txnwire"
 )
 
 // Limits of one connection.
@@ -54,8 +56,9 @@ type conn struct {
 	// finalized max level, from ApiVersions v3+.
 	versions versionTable
 	features map[string]int16
-	// others holds the broker's ranges for keys kmsg does not define (requests written
-	// outside kmsg, like txnshare.Request); see otherVersion.
+	// others holds the broker's ranges for requests written outside kmsg: keys kmsg does
+	// not define (txnshare.Request) and InitProducerId, which txnwire encodes up to v6
+	// (KIP-939) where kmsg stops at v5; see otherVersion.
 	others map[int16]kmsg.ApiVersionsResponseApiKey
 
 	// writeMu serialises writes and the push onto pending, so the pending order is the
@@ -156,7 +159,7 @@ func (c *conn) handshake(ctx context.Context) error {
 		}
 		c.versions = negotiate(r.ApiKeys)
 		for _, k := range r.ApiKeys {
-			if kmsg.RequestForKey(k.ApiKey) == nil {
+			if kmsg.RequestForKey(k.ApiKey) == nil || k.ApiKey == kmsg.InitProducerID.Int16() {
 				if c.others == nil {
 					c.others = make(map[int16]kmsg.ApiVersionsResponseApiKey)
 				}
@@ -183,7 +186,7 @@ func (c *conn) do(ctx context.Context, req kmsg.Request) (kmsg.Response, error) 
 // version both sides support fails with UNSUPPORTED_VERSION.
 func (c *conn) doMax(ctx context.Context, req kmsg.Request, hi int16) (kmsg.Response, error) {
 	v := c.versions.get(req.Key())
-	if v < 0 && kmsg.RequestForKey(req.Key()) == nil {
+	if _, own := req.(*txnwire.InitProducerIDRequest); own || (v < 0 && kmsg.RequestForKey(req.Key()) == nil) {
 		v = otherVersion(c.others, req)
 	}
 	if hi >= 0 && v > hi {

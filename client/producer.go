@@ -59,8 +59,14 @@ type ProducerConfig struct {
 	// txn.go for the transaction methods.
 	TransactionalID string
 	// TransactionTimeout is how long the coordinator lets a transaction stay open before
-	// aborting it. Default 1m (Kafka's transaction.timeout.ms).
+	// aborting it. Default 1m (Kafka's transaction.timeout.ms). Not used with Enable2PC.
 	TransactionTimeout time.Duration
+	// Enable2PC makes the producer a KIP-939 two-phase-commit participant: InitProducerId is
+	// sent with Enable2Pc, the coordinator never times the transaction out, and
+	// PrepareTransaction / RecoverPreparedTransaction / CompleteTransaction become
+	// available. The broker must have transaction.two.phase.commit.enable=true. Needs a
+	// TransactionalID. See twopc.go.
+	Enable2PC bool
 	// TxnShareAckAPIKey is the API key of TxnShareAcknowledge (KIP-1289), which has no
 	// official key yet. Default txnshare.DefaultAPIKey (95, exactq decision D1).
 	TxnShareAckAPIKey int16
@@ -215,6 +221,9 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if cfg.TransactionalID != "" && !idempotent {
 		return nil, errors.New("client: TransactionalID requires idempotence (AcksAll, DisableIdempotence false)")
 	}
+	if cfg.Enable2PC && cfg.TransactionalID == "" {
+		return nil, errors.New("client: Enable2PC requires a TransactionalID")
+	}
 	if cfg.TransactionTimeout <= 0 {
 		cfg.TransactionTimeout = defaultTransactionTimeout
 	}
@@ -243,6 +252,7 @@ func NewProducer(cfg ProducerConfig) (*Producer, error) {
 	p.ids.cur = noProducerID
 	if cfg.TransactionalID != "" {
 		p.txn = newTxnState(p.cl, cfg.TransactionalID, cfg.TransactionTimeout)
+		p.txn.enable2PC = cfg.Enable2PC
 	}
 	go p.run()
 	go p.deliverLoop()
@@ -300,9 +310,9 @@ func (p *Producer) produce(ctx context.Context, r *Record, cb func(*Record, erro
 				p.mu.Unlock()
 				return err
 			}
-			if p.txn.phase != txnOpen {
+			if err := p.txn.notOpenErr(); err != nil {
 				p.mu.Unlock()
-				return ErrNoTransaction
+				return err
 			}
 		}
 		if p.buffered == 0 || p.buffered+int64(size) <= p.cfg.MaxBufferedBytes {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/txn/txnwire"
 )
 
 // Transactional producer errors. Kafka's own errors (kerr.ProducerFenced,
@@ -62,6 +64,7 @@ const (
 	txnOpen                          // BeginTransaction called: Produce and SendOffsets allowed
 	txnCommitting                    // CommitTransaction running (or failed midway: call it again)
 	txnAborting                      // AbortTransaction running (or failed midway: call it again)
+	txnPrepared                      // KIP-939: PrepareTransaction or RecoverPreparedTransaction; only the end is allowed
 )
 
 // txnState is the transactional part of a Producer. opMu serialises the public
@@ -104,6 +107,14 @@ type txnState struct {
 	// bumped with InitProducerId (KIP-360), since a transactional producer cannot bump
 	// locally.
 	bump bool
+
+	// enable2PC is ProducerConfig.Enable2PC (KIP-939). prepared is the state of the
+	// transaction PrepareTransaction prepared or RecoverPreparedTransaction recovered;
+	// hasPrepared stays set until that transaction ends (reset), so CompleteTransaction
+	// can be repeated after a failure midway.
+	enable2PC   bool
+	prepared    PreparedTxnState
+	hasPrepared bool
 }
 
 func newTxnState(cl *cluster, id string, timeout time.Duration) *txnState {
@@ -119,6 +130,7 @@ func newTxnState(cl *cluster, id string, timeout time.Duration) *txnState {
 // reset clears per-transaction state after a commit or an abort (Producer.mu held).
 func (t *txnState) reset() {
 	t.phase = txnReady
+	t.prepared, t.hasPrepared = noPreparedTxnState, false
 	t.started, t.endSent, t.adding = false, false, false
 	t.added = map[TopicPartition]bool{}
 	t.pending = map[TopicPartition]bool{}
@@ -135,9 +147,22 @@ func (t *txnState) fail(err error) {
 		t.fatal = fatalErr(err)
 		return
 	}
-	if t.abortable == nil && (t.phase == txnOpen || t.phase == txnCommitting) {
+	if t.abortable == nil && (t.phase == txnOpen || t.phase == txnCommitting || t.phase == txnPrepared) {
 		t.abortable = fmt.Errorf("%w: %w", ErrTransactionAbortable, err)
 	}
+}
+
+// notOpenErr is the error of Produce and of staging offsets or share acknowledgements
+// outside an open transaction (Producer.mu held): ErrTransactionPrepared while a
+// transaction is prepared, else ErrNoTransaction; nil inside one.
+func (t *txnState) notOpenErr() error {
+	switch t.phase {
+	case txnOpen:
+		return nil
+	case txnPrepared:
+		return ErrTransactionPrepared
+	}
+	return ErrNoTransaction
 }
 
 // err is the error a transactional operation returns in the current state, or nil.
@@ -179,6 +204,17 @@ func fatalErr(err error) error {
 // (FindCoordinator, InitProducerId): it fences any earlier producer with the same id and
 // aborts (or finishes) that producer's open transaction. BeginTransaction calls it when it
 // was not called yet; calling it first makes the fencing happen before any work.
+//
+// IT ABORTS A PREPARED TWO-PHASE-COMMIT TRANSACTION TOO (KIP-939, as Kafka does): a
+// transaction an earlier instance prepared with PrepareTransaction is aborted by
+// InitTransactions whatever the external coordinator decided. A producer that recovers
+// from a crash in a two-phase-commit protocol must call RecoverPreparedTransaction
+// instead, then CompleteTransaction.
+//
+// With Enable2PC it asks for two-phase commit (InitProducerId v6 with Enable2Pc): a broker
+// without transaction.two.phase.commit.enable answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// (the error wraps ErrProducerFatal and kerr.TransactionalIDAuthorizationFailed), a broker
+// without InitProducerId v6 kerr.UnsupportedVersion.
 func (p *Producer) InitTransactions(ctx context.Context) error {
 	t := p.txn
 	if t == nil {
@@ -220,6 +256,9 @@ func (p *Producer) BeginTransaction(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if t.phase == txnPrepared {
+		return ErrTransactionPrepared
+	}
 	if t.phase != txnReady {
 		return ErrTransactionInProgress
 	}
@@ -273,9 +312,9 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, offsets map[Top
 		p.mu.Unlock()
 		return err
 	}
-	if t.phase != txnOpen {
+	if err := t.notOpenErr(); err != nil {
 		p.mu.Unlock()
-		return ErrNoTransaction
+		return err
 	}
 	id, v2 := p.ids.cur, t.v2
 	p.mu.Unlock()
@@ -320,34 +359,63 @@ func (p *Producer) txnFailed(err error) error {
 // bump, it passes the current id and epoch so the coordinator bumps the epoch of the same
 // producer id (KIP-360) instead of treating us as a new instance.
 func (p *Producer) initTxnID(ctx context.Context, bump bool) error {
+	_, err := p.initTxnIDKeep(ctx, bump, false)
+	return err
+}
+
+// initTxnIDKeep is initTxnID with KIP-939's KeepPreparedTxn (keep): an Ongoing
+// transaction of an earlier instance is kept, not aborted, and its producer id and epoch
+// are returned (noProducerID when there was none); the producer is then prepared. With
+// Enable2PC or keep the request is InitProducerId v6 (txnwire), which the coordinator must
+// serve.
+func (p *Producer) initTxnIDKeep(ctx context.Context, bump, keep bool) (producerID, error) {
 	t := p.txn
 	p.mu.Lock()
 	cur := p.ids.cur
 	p.mu.Unlock()
 	var got producerID
+	ongoing := noProducerID
 	var coordConn *conn
 	err := retryCoordinator(ctx, t.coord, func() (bool, error) {
 		c, err := t.coord.conn(ctx)
 		if err != nil {
 			return retriableCoordinatorErr(err), err
 		}
-		req := kmsg.NewPtrInitProducerIDRequest()
-		req.TransactionalID = kmsg.StringPtr(t.id)
-		req.TransactionTimeoutMillis = int32(t.timeout.Milliseconds())
-		req.ProducerID, req.ProducerEpoch = -1, -1
+		base := kmsg.NewInitProducerIDRequest()
+		base.TransactionalID = kmsg.StringPtr(t.id)
+		base.TransactionTimeoutMillis = int32(t.timeout.Milliseconds())
+		base.ProducerID, base.ProducerEpoch = -1, -1
 		if bump && cur.id >= 0 {
-			req.ProducerID, req.ProducerEpoch = cur.id, cur.epoch
+			base.ProducerID, base.ProducerEpoch = cur.id, cur.epoch
+		}
+		var req kmsg.Request = &base
+		if t.enable2PC || keep {
+			if v := c.others[kmsg.InitProducerID.Int16()]; v.MaxVersion < 6 {
+				return false, fmt.Errorf("client: %s does not serve two-phase commit (InitProducerId v6, KIP-939): %w", c.addr, kerr.UnsupportedVersion)
+			}
+			req = &txnwire.InitProducerIDRequest{InitProducerIDRequest: base, Enable2Pc: t.enable2PC, KeepPreparedTxn: keep}
 		}
 		resp, err := p.cl.doOn(ctx, c, req)
 		if err != nil {
 			return retriableCoordinatorErr(err), err
 		}
-		r := resp.(*kmsg.InitProducerIDResponse)
+		var r *kmsg.InitProducerIDResponse
+		next := noProducerID
+		switch resp := resp.(type) {
+		case *txnwire.InitProducerIDResponse:
+			r, next = &resp.InitProducerIDResponse, producerID{id: resp.OngoingTxnProducerID, epoch: resp.OngoingTxnProducerEpoch}
+		case *kmsg.InitProducerIDResponse:
+			r = resp
+		}
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			err = fmt.Errorf("client: InitProducerId %q: %w", t.id, err)
+			if t.enable2PC && errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+				err = fmt.Errorf("client: InitProducerId %q with two-phase commit (is transaction.two.phase.commit.enable set on the broker?): %w", t.id, err)
+			} else {
+				err = fmt.Errorf("client: InitProducerId %q: %w", t.id, err)
+			}
 			return retriableCoordinatorErr(err) || errors.Is(err, kerr.ConcurrentTransactions), err
 		}
-		got, coordConn = producerID{id: r.ProducerID, epoch: r.ProducerEpoch}, c
+		got, ongoing, coordConn = producerID{id: r.ProducerID, epoch: r.ProducerEpoch}, next, c
 		return false, nil
 	})
 	if err != nil {
@@ -358,7 +426,7 @@ func (p *Producer) initTxnID(ctx context.Context, bump bool) error {
 			err = t.fatal
 			p.mu.Unlock()
 		}
-		return err
+		return noProducerID, err
 	}
 	v2 := !t.forceV1 && coordConn.feature("transaction.version") >= 2 &&
 		coordConn.version(kmsg.EndTxn.Int16()) >= tv2MinEndTxn &&
@@ -368,9 +436,17 @@ func (p *Producer) initTxnID(ctx context.Context, bump bool) error {
 	t.v2 = v2
 	t.bump = false
 	t.reset()
+	if keep && ongoing.id >= 0 {
+		// The kept transaction is known to the coordinator: it ends with EndTxn under
+		// our new epoch, which resolves what the old epoch wrote.
+		t.phase = txnPrepared
+		t.started = true
+		t.prepared = PreparedTxnState{ProducerID: ongoing.id, Epoch: ongoing.epoch}
+		t.hasPrepared = true
+	}
 	p.mu.Unlock()
 	p.poke()
-	return nil
+	return ongoing, nil
 }
 
 // ---- EndTxn ----
@@ -390,7 +466,7 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 		return t.fatal
 	}
 	switch {
-	case commit && t.phase == txnOpen:
+	case commit && (t.phase == txnOpen || t.phase == txnPrepared):
 		if t.abortable != nil {
 			p.mu.Unlock()
 			return t.abortable
@@ -398,7 +474,7 @@ func (p *Producer) endTransaction(ctx context.Context, commit bool) error {
 		t.phase = txnCommitting
 	case commit && t.phase == txnCommitting:
 		// Resuming a commit that failed midway.
-	case !commit && (t.phase == txnOpen || t.phase == txnAborting):
+	case !commit && (t.phase == txnOpen || t.phase == txnAborting || t.phase == txnPrepared):
 		t.phase = txnAborting
 	case !commit && t.phase == txnCommitting && !t.endSent:
 		// The commit failed before EndTxn (flushing): aborting is still possible.
@@ -542,7 +618,7 @@ func (p *Producer) txnCanSend() bool {
 		t.bump = true
 		return false
 	}
-	return t.phase == txnOpen || t.phase == txnCommitting
+	return t.phase == txnOpen || t.phase == txnCommitting || t.phase == txnPrepared
 }
 
 // maybeAddPartitions starts one AddPartitionsToTxn for every pending partition unless one

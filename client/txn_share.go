@@ -53,9 +53,9 @@ func (p *Producer) SendShareAcksToTransaction(ctx context.Context, acks TxnAcks,
 		p.mu.Unlock()
 		return err
 	}
-	if t.phase != txnOpen {
+	if err := t.notOpenErr(); err != nil {
 		p.mu.Unlock()
-		return ErrNoTransaction
+		return err
 	}
 	id := p.ids.cur
 	p.mu.Unlock()

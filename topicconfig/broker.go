@@ -18,6 +18,7 @@ const (
 	BrokerOffsetsTopicReplicationFactor   = "offsets.topic.replication.factor"
 	BrokerTxnStateLogNumPartitions        = "transaction.state.log.num.partitions"
 	BrokerTxnStateLogReplicationFactor    = "transaction.state.log.replication.factor"
+	BrokerTxnTwoPhaseCommitEnable         = "transaction.two.phase.commit.enable"
 	BrokerMaxIncrementalFetchSessionSlots = "max.incremental.fetch.session.cache.slots"
 	BrokerGroupInitialRebalanceDelayMs    = "group.initial.rebalance.delay.ms"
 	BrokerSocketRequestMaxBytes           = "socket.request.max.bytes"
@@ -60,6 +61,7 @@ var brokerDefs = []*Def{
 	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: i64(1800000), Doc: "Longest session timeout a classic group member may ask for."},
 	{Name: "group.max.size", Type: TypeInt, Default: i64(2147483647), validate: atLeast(1), Valid: "[1,...]", Doc: "Most members of one classic group."},
 	{Name: "transaction.max.timeout.ms", Type: TypeInt, Default: i64(900000), validate: atLeast(1), Valid: "[1,...]", Doc: "Longest transaction timeout a producer may ask for."},
+	{Name: BrokerTxnTwoPhaseCommitEnable, Type: TypeBoolean, Default: str("false"), Doc: "Whether producers may take part in two-phase commit with an external coordinator (KIP-939): InitProducerId with Enable2Pc, transactions without a timeout."},
 	{Name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", Type: TypeInt, Default: i64(10000), validate: atLeast(1), Valid: "[1,...]", Doc: "How often the transaction coordinator aborts transactions past their timeout."},
 	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: i64(50), validate: atLeast(1), Valid: "[1,...]", Doc: "Partitions of __share_group_state."},
 	{Name: "share.coordinator.snapshot.update.records.per.snapshot", Type: TypeInt, Default: i64(500), validate: atLeast(0), Valid: "[0,...]", Doc: "Share-state updates between snapshots."},
@@ -232,6 +234,11 @@ func (b *BrokerDefaults) OffsetsTopicNumPartitions() int32 {
 // TransactionStateLogNumPartitions is transaction.state.log.num.partitions (default 50).
 func (b *BrokerDefaults) TransactionStateLogNumPartitions() int32 {
 	return b.int32(BrokerTxnStateLogNumPartitions)
+}
+
+// TransactionTwoPhaseCommitEnable is transaction.two.phase.commit.enable (default false).
+func (b *BrokerDefaults) TransactionTwoPhaseCommitEnable() bool {
+	return b.value(BrokerTxnTwoPhaseCommitEnable).(bool)
 }
 
 // MaxIncrementalFetchSessionCacheSlots is max.incremental.fetch.session.cache.slots

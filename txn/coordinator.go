@@ -28,8 +28,11 @@ type Broker interface {
 
 // Config configures a Coordinator. Zero values take Kafka's defaults.
 type Config struct {
-	NumPartitions               int32 // transaction.state.log.num.partitions (50)
-	MaxTimeoutMs                int32 // transaction.max.timeout.ms (900000)
+	NumPartitions int32 // transaction.state.log.num.partitions (50)
+	MaxTimeoutMs  int32 // transaction.max.timeout.ms (900000)
+	// TwoPhaseCommitEnable is transaction.two.phase.commit.enable (false): whether
+	// InitProducerId may ask for KIP-939 two-phase commit (Enable2Pc).
+	TwoPhaseCommitEnable        bool
 	AbortTimedOutIntervalMs     int64 // transaction.abort.timed.out.transaction.cleanup.interval.ms (10000)
 	TransactionalIDExpirationMs int64 // transactional.id.expiration.ms (604800000, 7 days)
 	RemoveExpiredIntervalMs     int64 // transaction.remove.expired.transaction.cleanup.interval.ms (3600000)
@@ -124,7 +127,7 @@ func New(cfg Config, parts []coordlog.Partition, b Broker) (*Coordinator, error)
 	c := &Coordinator{
 		cfg: cfg, b: b, log: cfg.Logger, parts: make(map[int32]coordlog.Partition, len(parts)),
 		ctx: ctx, cancel: cancel, stop: make(chan struct{}),
-		core: newCore(cfg.MaxTimeoutMs), changed: make(chan struct{}),
+		core: newCore(cfg.MaxTimeoutMs, cfg.TwoPhaseCommitEnable), changed: make(chan struct{}),
 	}
 	for _, p := range parts {
 		if p.Index() < 0 || p.Index() >= cfg.NumPartitions {

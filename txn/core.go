@@ -16,12 +16,13 @@ import (
 type core struct {
 	entries      map[string]*entry
 	maxTimeoutMs int32
+	twoPhase     bool // transaction.two.phase.commit.enable
 }
 
 type allocFunc func() (int64, error)
 
-func newCore(maxTimeoutMs int32) *core {
-	return &core{entries: make(map[string]*entry), maxTimeoutMs: maxTimeoutMs}
+func newCore(maxTimeoutMs int32, twoPhase bool) *core {
+	return &core{entries: make(map[string]*entry), maxTimeoutMs: maxTimeoutMs, twoPhase: twoPhase}
 }
 
 // markerJob is the marker phase of one decided transaction: the Prepare* record is
@@ -57,6 +58,10 @@ const maxIDBytes = 32767
 type initResult struct {
 	code int16
 	t    *transit
+	// kept is set when a KeepPreparedTxn request kept an Ongoing transaction; ongoing is
+	// then the pair that transaction was written under (OngoingTxnProducerId/Epoch).
+	kept    bool
+	ongoing pidEpoch
 	// fence: t is the PrepareAbort of the id's ongoing transaction (fenced by this
 	// request); once durable, the abort markers go out and the client gets
 	// CONCURRENT_TRANSACTIONS so it retries (and gets the epoch after the abort).
@@ -71,12 +76,28 @@ type pidEpoch struct {
 
 func (c *core) validTimeout(ms int32) bool { return ms > 0 && ms <= c.maxTimeoutMs }
 
-// initProducerID is handleInitProducerId + prepareInitProducerIdTransit.
-func (c *core) initProducerID(id string, timeoutMs int32, expected *pidEpoch, nowMs int64, alloc allocFunc) initResult {
+// initOpts are InitProducerId v6's KIP-939 fields.
+type initOpts struct {
+	enable2PC bool // Enable2Pc
+	keep      bool // KeepPreparedTxn
+}
+
+// initProducerID is handleInitProducerId + prepareInitProducerIdTransit, with KIP-939:
+// Enable2Pc needs transaction.two.phase.commit.enable (else
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka) and makes the timeout MaxInt32 without
+// checking it against transaction.max.timeout.ms; KeepPreparedTxn keeps an Ongoing
+// transaction instead of aborting it (keep). Kafka 4.4 answers UNSUPPORTED_VERSION to
+// KeepPreparedTxn; exactq implements the KIP's design.
+func (c *core) initProducerID(id string, timeoutMs int32, expected *pidEpoch, opts initOpts, nowMs int64, alloc allocFunc) initResult {
 	if id == "" || len(id) > maxIDBytes {
 		return initResult{code: codeInvalidRequest}
 	}
-	if !c.validTimeout(timeoutMs) {
+	if opts.enable2PC && !c.twoPhase {
+		return initResult{code: codeTxnIDAuthorizationFailed}
+	}
+	if opts.enable2PC {
+		timeoutMs = twoPhaseTimeoutMs
+	} else if !c.validTimeout(timeoutMs) {
 		return initResult{code: codeInvalidTxnTimeout}
 	}
 	e := c.entries[id]
@@ -88,8 +109,8 @@ func (c *core) initProducerID(id string, timeoutMs int32, expected *pidEpoch, no
 		// As in Kafka, the new id is cached before anything is persisted; it becomes
 		// durable with the Empty record below.
 		e = &entry{id: id, pending: noState, meta: Metadata{
-			ProducerID: pid, PrevProducerID: noProducerID, NextProducerID: noProducerID,
-			ProducerEpoch: noProducerEpoch, LastProducerEpoch: noProducerEpoch,
+			ProducerID: pid, PrevProducerID: noProducerID, NextProducerID: noProducerID, NextProducerEpoch: noProducerEpoch,
+			ProducerEpoch: noProducerEpoch, LastProducerEpoch: noProducerEpoch, KeptProducerID: noProducerID, KeptProducerEpoch: noProducerEpoch,
 			TimeoutMs: timeoutMs, State: Empty, StartMs: -1, LastUpdateMs: nowMs,
 		}}
 		c.entries[id] = e
@@ -104,7 +125,9 @@ func (c *core) initProducerID(id string, timeoutMs int32, expected *pidEpoch, no
 		// across a producer id rotation.
 		valid := m.ProducerEpoch == noProducerEpoch || expected.pid == m.ProducerID ||
 			(expected.pid == m.PrevProducerID && epochExhausted(expected.epoch))
-		if !valid {
+		// A kept transaction belongs to the producer that kept it: an older instance
+		// (the fenced writer, or an earlier keeper) cannot abort it with a KIP-360 bump.
+		if !valid || (m.Kept && m.State == Ongoing && *expected != (pidEpoch{m.ProducerID, m.ProducerEpoch})) {
 			return initResult{code: codeProducerFenced}
 		}
 	}
@@ -136,6 +159,9 @@ func (c *core) initProducerID(id string, timeoutMs int32, expected *pidEpoch, no
 		}
 		return initResult{t: t}
 	case Ongoing:
+		if opts.keep {
+			return c.keep(e, timeoutMs, !opts.enable2PC, nowMs, alloc)
+		}
 		// Abort the open transaction with a bumped epoch; the client retries and then
 		// gets one more bump (Kafka never returns the fencing epoch).
 		t, code := c.fenceAbort(e, nowMs, alloc)
@@ -145,6 +171,56 @@ func (c *core) initProducerID(id string, timeoutMs int32, expected *pidEpoch, no
 		return initResult{t: t, fence: true}
 	}
 	return initResult{code: codeUnknownServerError}
+}
+
+// keep is InitProducerId with KeepPreparedTxn on an Ongoing transaction: bump the epoch
+// (or rotate the producer id when the epoch is exhausted) without ending the transaction,
+// and answer the new pair with the pair the transaction was written under as ongoing.
+func (c *core) keep(e *entry, timeoutMs int32, restart bool, nowMs int64, alloc allocFunc) initResult {
+	m := e.meta
+	ongoing := pidEpoch{m.ProducerID, m.ProducerEpoch}
+	if m.Kept {
+		ongoing = pidEpoch{m.KeptProducerID, m.KeptProducerEpoch}
+	}
+	newPID := noProducerID
+	if epochExhausted(m.ProducerEpoch) {
+		pid, err := alloc()
+		if err != nil {
+			return initResult{code: allocCode(err)}
+		}
+		newPID = pid
+	}
+	t, err := e.prepareKeep(newPID, timeoutMs, restart, nowMs)
+	if err != nil {
+		return initResult{code: codeUnknownServerError}
+	}
+	return initResult{t: t, kept: true, ongoing: ongoing}
+}
+
+// end prepares the decision of e's Ongoing (or, for an abort, idle) transaction at
+// transaction version tv: the Prepare* transit with the epoch bump of TV2, a fresh
+// producer id for the client when its epoch is exhausted, and the markers of a kept
+// transaction whose producer id was rotated going to that transaction's producer id.
+func (c *core) end(e *entry, to State, tv int16, nowMs int64, noPartitionAdded bool, alloc allocFunc) (*transit, int16) {
+	next := noProducerID
+	if tv >= 2 && epochExhausted(e.meta.ProducerEpoch) {
+		p, err := alloc()
+		if err != nil {
+			return nil, allocCode(err)
+		}
+		next = p
+	}
+	var t *transit
+	var err error
+	if e.meta.keptRotated() {
+		t, err = e.prepareKeptRotatedEnd(to, tv, next, nowMs)
+	} else {
+		t, err = e.prepareAbortOrCommit(to, tv, next, nowMs, noPartitionAdded)
+	}
+	if err != nil {
+		return nil, codeUnknownServerError
+	}
+	return t, 0
 }
 
 // fenceAbort aborts e's ongoing transaction on the coordinator's own initiative (a new
@@ -157,19 +233,7 @@ func (c *core) fenceAbort(e *entry, nowMs int64, alloc allocFunc) (*transit, int
 	if e.pending != noState || e.meta.State != Ongoing {
 		return nil, codeConcurrentTxns
 	}
-	next := noProducerID
-	if epochExhausted(e.meta.ProducerEpoch) {
-		pid, err := alloc()
-		if err != nil {
-			return nil, allocCode(err)
-		}
-		next = pid
-	}
-	t, err := e.prepareAbortOrCommit(PrepareAbort, serverTV, next, nowMs, false)
-	if err != nil {
-		return nil, codeUnknownServerError
-	}
-	return t, 0
+	return c.end(e, PrepareAbort, serverTV, nowMs, false, alloc)
 }
 
 // serverTV is the finalized transaction.version exactq runs at: the version used for the
@@ -214,23 +278,17 @@ func (c *core) endTxn(id string, pid int64, epoch int16, commit bool, tv int16, 
 	switch {
 	case e.pending != noState:
 		return fail(codeConcurrentTxns)
+	case m.keptZombie(pid):
+		return fail(codeProducerFenced)
 	case m.ProducerID != pid && !retryOnOverflow:
 		return fail(codeInvalidPIDMapping)
 	case !validEpoch:
 		return fail(codeProducerFenced)
 	}
 	decide := func(to State, noPartitionAdded bool) endResult {
-		next := noProducerID
-		if epochExhausted(m.ProducerEpoch) {
-			p, err := alloc()
-			if err != nil {
-				return fail(allocCode(err))
-			}
-			next = p
-		}
-		t, err := e.prepareAbortOrCommit(to, tv, next, nowMs, noPartitionAdded)
-		if err != nil {
-			return fail(codeUnknownServerError)
+		t, code := c.end(e, to, tv, nowMs, noPartitionAdded, alloc)
+		if code != 0 {
+			return fail(code)
 		}
 		return endResult{t: t}
 	}
@@ -289,6 +347,8 @@ func (c *core) endTxnV1(e *entry, pid int64, epoch int16, commit bool, nowMs int
 	fail := func(code int16) endResult { return endResult{code: code, pid: noProducerID, epoch: noProducerEpoch} }
 	m := e.meta
 	switch {
+	case m.keptZombie(pid):
+		return fail(codeProducerFenced)
 	case m.ProducerID != pid:
 		return fail(codeInvalidPIDMapping)
 	case epoch != m.ProducerEpoch:
@@ -303,9 +363,9 @@ func (c *core) endTxnV1(e *entry, pid int64, epoch int16, commit bool, nowMs int
 		if commit {
 			to = PrepareCommit
 		}
-		t, err := e.prepareAbortOrCommit(to, 0, noProducerID, nowMs, false)
-		if err != nil {
-			return fail(codeUnknownServerError)
+		t, code := c.end(e, to, 0, nowMs, false, nil)
+		if code != 0 {
+			return fail(code)
 		}
 		return endResult{t: t}
 	case CompleteCommit:
@@ -380,12 +440,18 @@ func (c *core) addPartitions(id string, pid int64, epoch int16, tps []TopicParti
 	switch {
 	case e.pending != noState:
 		return codeConcurrentTxns, nil
+	case m.keptZombie(pid):
+		return codeProducerFenced, nil
 	case m.ProducerID != pid:
 		return codeInvalidPIDMapping, nil
 	case m.ProducerEpoch != epoch:
 		return codeProducerFenced, nil
 	case m.State == PrepareCommit || m.State == PrepareAbort:
 		return codeConcurrentTxns, nil
+	case m.Kept && m.State == Ongoing:
+		// A kept transaction may only be ended: its markers go to the partitions it
+		// had, for the pair it was written under.
+		return codeInvalidTxnState, nil
 	case m.State == Ongoing && m.hasAll(tps):
 		return codeNone, nil
 	}
@@ -406,12 +472,16 @@ func (c *core) verify(id string, pid int64, epoch int16, tps []TopicPartition) (
 	switch {
 	case e == nil:
 		return codeInvalidPIDMapping, nil
+	case e.meta.keptZombie(pid):
+		return codeProducerFenced, nil
 	case e.meta.ProducerID != pid:
 		return codeInvalidPIDMapping, nil
 	case e.meta.ProducerEpoch != epoch:
 		return codeProducerFenced, nil
 	case e.meta.State == PrepareCommit || e.meta.State == PrepareAbort:
 		return codeConcurrentTxns, nil
+	case e.meta.Kept && e.meta.State == Ongoing:
+		return codeInvalidTxnState, nil
 	}
 	codes := make([]int16, len(tps))
 	for i, tp := range tps {
@@ -426,7 +496,9 @@ func (c *core) verify(id string, pid int64, epoch int16, tps []TopicPartition) (
 func (c *core) timedOut(nowMs int64) []string {
 	var ids []string
 	for id, e := range c.entries {
-		if e.pending == noState && e.meta.State == Ongoing && e.meta.StartMs+int64(e.meta.TimeoutMs) < nowMs {
+		// A two-phase-commit transaction has no timeout (KIP-939): only its producer, or
+		// an InitProducerId without KeepPreparedTxn, ends it.
+		if e.pending == noState && e.meta.State == Ongoing && !e.meta.IsTwoPhase() && e.meta.StartMs+int64(e.meta.TimeoutMs) < nowMs {
 			ids = append(ids, id)
 		}
 	}

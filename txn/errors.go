@@ -25,6 +25,7 @@ var (
 	codeOperationNotAttempted          = kerr.OperationNotAttempted.Code
 	codeNotEnoughReplicas              = kerr.NotEnoughReplicas.Code
 	codeInvalidRegularExpression       = kerr.InvalidRegularExpression.Code
+	codeTxnIDAuthorizationFailed       = kerr.TransactionalIDAuthorizationFailed.Code
 )
 
 // internalError is a broken invariant of the state machine: Kafka throws

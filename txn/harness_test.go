@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/coordlog"
+	"github.com/exactq/exactq/txn/txnwire"
 )
 
 // markerCall is one WriteMarkers call as the fake broker saw it, per partition.
@@ -126,6 +127,14 @@ func newEnv(t testing.TB, numParts int32) *env {
 	return e
 }
 
+// newEnv2PC is newEnv with transaction.two.phase.commit.enable=true.
+func newEnv2PC(t testing.TB, numParts int32) *env {
+	e := newEnv(t, numParts)
+	e.cfg.TwoPhaseCommitEnable = true
+	e.restart()
+	return e
+}
+
 // newEnvFor builds an env; wrap, if set, stands between the coordinator and each
 // partition (the model test checks appends there).
 func newEnvFor(t tester, numParts int32, wrap func(*coordlog.Memory) coordlog.Partition) *env {
@@ -189,6 +198,20 @@ func (e *env) initV(version int16, id string, timeoutMs int32, pid int64, epoch 
 	r := e.c.InitProducerID(ctx, version, req)
 	e.idle()
 	return r.ProducerID, r.ProducerEpoch, r.ErrorCode
+}
+
+// init6 is InitProducerId v6 (KIP-939). It returns the new pair, the ongoing pair and the
+// code.
+func (e *env) init6(id string, timeoutMs int32, enable2PC, keep bool, pid int64, epoch int16) (handle, handle, int16) {
+	req := txnwire.NewInitProducerIDRequest()
+	req.Version = 6
+	req.TransactionalID = &id
+	req.TransactionTimeoutMillis = timeoutMs
+	req.ProducerID, req.ProducerEpoch = pid, epoch
+	req.Enable2Pc, req.KeepPreparedTxn = enable2PC, keep
+	r := e.c.InitProducerIDV6(ctx, req)
+	e.idle()
+	return handle{r.ProducerID, r.ProducerEpoch}, handle{r.OngoingTxnProducerID, r.OngoingTxnProducerEpoch}, r.ErrorCode
 }
 
 func (e *env) add(version int16, id string, pid int64, epoch int16, tps ...TopicPartition) []int16 {

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,11 @@ type model struct {
 	b        *fakeBroker
 	mu       sync.Mutex
 	prepared map[string]prepared // guarded by mu
+	// writers are the producers that added partitions to each id's open transaction
+	// (KIP-939 keeps one transaction across producers): its decision must carry their
+	// producer id and an epoch at least theirs, or markers would not resolve what they
+	// wrote (the KIP-1289 epoch rule). Guarded by mu.
+	writers map[string][]handle
 	// failure is the first broken invariant seen by a seam; seams run on the
 	// coordinator's goroutines, so the test goroutine reports it. Guarded by fmu.
 	fmu     sync.Mutex
@@ -74,6 +80,12 @@ func (p *checkPart) Append(ctx context.Context, b coordlog.Batch) (int64, error)
 		case meta == nil:
 		case meta.State == PrepareCommit || meta.State == PrepareAbort:
 			p.m.prepared[id] = prepared{meta: *meta, markerIdx: n}
+			for _, w := range p.m.writers[id] {
+				if w.pid != meta.ProducerID || w.epoch > meta.ProducerEpoch {
+					p.m.fail("%s: decision %d/%d cannot resolve what %v wrote", id, meta.ProducerID, meta.ProducerEpoch, w)
+				}
+			}
+			delete(p.m.writers, id)
 		case meta.State == CompleteCommit || meta.State == CompleteAbort:
 			delete(p.m.prepared, id)
 		}
@@ -127,7 +139,7 @@ type handle struct {
 
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		m := &model{prepared: make(map[string]prepared)}
+		m := &model{prepared: make(map[string]prepared), writers: make(map[string][]handle)}
 		// The env is built by hand: the broker's marker hook and the checking
 		// partitions must be in place before the coordinator starts.
 		b := newFakeBroker()
@@ -142,7 +154,7 @@ func TestModel(t *testing.T) {
 		// markers may hold back.
 		gaveUp := make(chan time.Time)
 		close(gaveUp)
-		e.cfg = Config{NumPartitions: 2, MaxTimeoutMs: 900000, AbortTimedOutIntervalMs: 10000,
+		e.cfg = Config{NumPartitions: 2, MaxTimeoutMs: 900000, AbortTimedOutIntervalMs: 10000, TwoPhaseCommitEnable: true,
 			Now: e.clock.Now, manualTicks: true, After: func(time.Duration) <-chan time.Time { return gaveUp }}
 		e.start()
 		defer func() { e.c.Close() }()
@@ -185,18 +197,63 @@ func TestModel(t *testing.T) {
 			handles[id] = append(hs, h)
 		}
 
+		fenceAll := func(id string) {
+			if fenced[id] == nil {
+				fenced[id] = map[handle]bool{}
+			}
+			for _, h := range handles[id] {
+				fenced[id][h] = true
+			}
+		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"init": func(rt *rapid.T) {
 				id := rapid.SampledFrom(ids).Draw(rt, "id")
-				pid, epoch, code := e.init(id, 10000)
+				// Half the inits are KIP-939 two-phase participants (no timeout).
+				h, _, code := e.init6(id, 10000, rapid.Bool().Draw(rt, "2pc"), false, -1, -1)
 				if code == 0 {
-					if fenced[id] == nil {
-						fenced[id] = map[handle]bool{}
+					fenceAll(id)
+					newHandle(rt, id, h)
+				}
+			},
+			"keep": func(rt *rapid.T) {
+				// KIP-939 recovery: InitProducerId with KeepPreparedTxn. Sometimes at an
+				// exhausted epoch, to rotate the producer id.
+				id := rapid.SampledFrom(ids).Draw(rt, "id")
+				if m, pending, ok := e.meta(id); ok && pending == noState && m.State == Ongoing && !m.Kept &&
+					!epochExhausted(m.ProducerEpoch) && rapid.IntRange(0, 4).Draw(rt, "exhaust") == 0 {
+					// Jump the epoch to the last one a client may hold, durably, so the
+					// keep has to rotate the producer id.
+					m.ProducerEpoch = maxEpoch - 1
+					e.c.mu.Lock()
+					t, err := e.c.core.entries[id].prepare(m)
+					e.c.mu.Unlock()
+					if err != nil {
+						rt.Fatal(err)
 					}
-					for _, h := range handles[id] {
-						fenced[id][h] = true
+					if e.c.persist(ctx, t, false) == 0 {
+						fenceAll(id)
+						handles[id] = append(handles[id], handle{m.ProducerID, m.ProducerEpoch})
 					}
-					newHandle(rt, id, handle{pid, epoch})
+				}
+				before, _, existed := e.meta(id)
+				h, ongoing, code := e.init6(id, 10000, rapid.Bool().Draw(rt, "2pc"), true, -1, -1)
+				if code != 0 {
+					return
+				}
+				fenceAll(id)
+				newHandle(rt, id, h)
+				after, _, _ := e.meta(id)
+				switch {
+				case existed && before.State == Ongoing:
+					want := handle{before.ProducerID, before.ProducerEpoch}
+					if before.Kept {
+						want = handle{before.KeptProducerID, before.KeptProducerEpoch}
+					}
+					if ongoing != want || after.State != Ongoing || !slices.Equal(after.Partitions, before.Partitions) {
+						rt.Fatalf("%s: keep of %+v gave ongoing %v, state %+v", id, before, ongoing, after)
+					}
+				case ongoing != (handle{-1, -1}):
+					rt.Fatalf("%s: keep in %v reported ongoing %v", id, before.State, ongoing)
 				}
 			},
 			"add": func(rt *rapid.T) {
@@ -215,6 +272,11 @@ func TestModel(t *testing.T) {
 				}
 				if code == 0 && fenced[id][h] {
 					rt.Fatalf("%s: fenced producer %v added a partition", id, h)
+				}
+				if code == 0 {
+					m.mu.Lock()
+					m.writers[id] = append(m.writers[id], h)
+					m.mu.Unlock()
 				}
 			},
 			"end": func(rt *rapid.T) {
@@ -248,7 +310,18 @@ func TestModel(t *testing.T) {
 				e.parts[rapid.IntRange(0, 1).Draw(rt, "part")].FailAppend = errDisk
 			},
 			"tick": func(rt *rapid.T) {
+				var twoPC []string
+				for _, id := range ids {
+					if m, pending, ok := e.meta(id); ok && pending == noState && m.State == Ongoing && m.IsTwoPhase() {
+						twoPC = append(twoPC, id)
+					}
+				}
 				e.tick(time.Duration(rapid.IntRange(0, 15000).Draw(rt, "ms")) * time.Millisecond)
+				for _, id := range twoPC {
+					if s := e.state(id); s != Ongoing {
+						rt.Fatalf("%s: two-phase transaction %v after a tick", id, s)
+					}
+				}
 			},
 			"restart": func(rt *rapid.T) { e.restart() },
 			"": func(rt *rapid.T) {

@@ -15,10 +15,22 @@ import (
 //	      NextProducerId, ClientTransactionVersion), or null: the id expired.
 //
 // Kafka writes value version 1 when the finalized transaction.version is ≥ 1; exactq runs
-// at 2, so it always writes v1. NextProducerEpoch (tag 3, KIP-939) is left at its default
-// -1, as Kafka 4.4's TransactionLog.valueToBytes does. Empty has null partitions; other
-// states list theirs (Complete* an empty list).
+// at 2, so it always writes v1. NextProducerEpoch (tag 3, KIP-939) is -1, as Kafka 4.4's
+// TransactionLog.valueToBytes writes it, except in the Prepare* record that ends a kept
+// transaction whose producer id was rotated (Metadata.Kept). Empty has null partitions;
+// other states list theirs (Complete* an empty list).
+//
+// A kept transaction (KIP-939 KeepPreparedTxn, which Kafka 4.4 does not implement) also
+// carries exactq's own tagged fields 939 (KeptProducerId, int64) and 940
+// (KeptProducerEpoch, int16). Kafka's generated reader keeps unknown tags aside, so the
+// record stays readable by Kafka.
 const valueVersion = 1
+
+// exactq's tags on TransactionLogValue v1.
+const (
+	tagKeptProducerID    = 939
+	tagKeptProducerEpoch = 940
+)
 
 func encodeKey(id string) []byte {
 	k := kmsg.NewTxnMetadataKey()
@@ -38,8 +50,12 @@ func encodeValue(m Metadata) []byte {
 	v.StartTimestamp = m.StartMs
 	v.PreviousProducerID = m.PrevProducerID
 	v.NextProducerID = m.NextProducerID
-	v.NextProducerEpoch = -1
+	v.NextProducerEpoch = m.NextProducerEpoch
 	v.ClientTransactionVersion = m.ClientTV
+	if m.Kept {
+		v.UnknownTags.Set(tagKeptProducerID, binary.BigEndian.AppendUint64(nil, uint64(m.KeptProducerID)))
+		v.UnknownTags.Set(tagKeptProducerEpoch, binary.BigEndian.AppendUint16(nil, uint16(m.KeptProducerEpoch)))
+	}
 	if m.State != Empty {
 		v.Topics = []kmsg.TxnMetadataValueTopic{}
 		for i := 0; i < len(m.Partitions); {
@@ -92,13 +108,33 @@ func decodeRecord(key, value []byte) (id string, meta *Metadata, ok bool, err er
 	}
 	m := &Metadata{
 		ProducerID: v.ProducerID, PrevProducerID: v.PreviousProducerID, NextProducerID: v.NextProducerID,
-		ProducerEpoch: v.ProducerEpoch, LastProducerEpoch: noProducerEpoch,
+		NextProducerEpoch: v.NextProducerEpoch,
+		ProducerEpoch:     v.ProducerEpoch, LastProducerEpoch: noProducerEpoch,
 		TimeoutMs: v.TimeoutMillis, State: State(v.State),
 		StartMs: v.StartTimestamp, LastUpdateMs: v.LastUpdateTimestamp,
-		ClientTV: v.ClientTransactionVersion,
+		ClientTV:       v.ClientTransactionVersion,
+		KeptProducerID: noProducerID, KeptProducerEpoch: noProducerEpoch,
 	}
 	if v.Version == 0 {
-		m.PrevProducerID, m.NextProducerID, m.ClientTV = noProducerID, noProducerID, 0
+		m.PrevProducerID, m.NextProducerID, m.NextProducerEpoch, m.ClientTV = noProducerID, noProducerID, noProducerEpoch, 0
+	}
+	var keptPID, keptEpoch []byte
+	v.UnknownTags.Each(func(tag uint32, val []byte) {
+		switch tag {
+		case tagKeptProducerID:
+			keptPID = val
+		case tagKeptProducerEpoch:
+			keptEpoch = val
+		}
+	})
+	switch {
+	case keptPID == nil && keptEpoch == nil:
+	case len(keptPID) != 8 || len(keptEpoch) != 2:
+		return "", nil, false, fmt.Errorf("txn: value for %q: bad kept producer tags (%d and %d bytes)", k.TransactionalID, len(keptPID), len(keptEpoch))
+	default:
+		m.Kept = true
+		m.KeptProducerID = int64(binary.BigEndian.Uint64(keptPID))
+		m.KeptProducerEpoch = int16(binary.BigEndian.Uint16(keptEpoch))
 	}
 	if m.State < Empty || m.State > PrepareEpochFence {
 		return "", nil, false, fmt.Errorf("txn: unknown state %d for %q", m.State, k.TransactionalID)

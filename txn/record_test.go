@@ -31,7 +31,19 @@ func TestRecordRoundTrip(t *testing.T) {
 			Partitions: []TopicPartition{{"a", 0}, {"a", 3}, {"b", 1}}, StartMs: 4, LastUpdateMs: 5, ClientTV: 2},
 		{ProducerID: 9, PrevProducerID: 7, NextProducerID: -1, ProducerEpoch: 0, TimeoutMs: 60000, State: CompleteCommit,
 			Partitions: []TopicPartition{}, StartMs: 4, LastUpdateMs: 6, ClientTV: 2},
+		// KIP-939: a kept two-phase transaction (exactq's tags 939/940), and the decision
+		// of a kept transaction whose producer id was rotated (tag 3, NextProducerEpoch).
+		{ProducerID: 7, PrevProducerID: 7, NextProducerID: -1, ProducerEpoch: 4, TimeoutMs: twoPhaseTimeoutMs, State: Ongoing,
+			Partitions: []TopicPartition{{"a", 0}}, StartMs: 4, LastUpdateMs: 7, ClientTV: 2, Kept: true, KeptProducerID: 7, KeptProducerEpoch: 3},
+		{ProducerID: 7, PrevProducerID: 11, NextProducerID: 11, NextProducerEpoch: 3, ProducerEpoch: 32767, TimeoutMs: twoPhaseTimeoutMs,
+			State: PrepareAbort, Partitions: []TopicPartition{{"a", 0}}, StartMs: 4, LastUpdateMs: 8, ClientTV: 2},
 	} {
+		if m.NextProducerEpoch == 0 {
+			m.NextProducerEpoch = -1
+		}
+		if !m.Kept {
+			m.KeptProducerID, m.KeptProducerEpoch = -1, -1
+		}
 		r := record(&transit{id: "tx", meta: m})
 		id, got, ok, err := decodeRecord(r.Key, r.Value)
 		if err != nil || !ok || id != "tx" {
@@ -59,7 +71,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // partitions (compact length 0), last update, start, then the tagged fields, none of
 // which differs from its default here (so the tag count is 0).
 func TestEmptyValueBytes(t *testing.T) {
-	m := Metadata{ProducerID: 1, PrevProducerID: -1, NextProducerID: -1, ProducerEpoch: 2, TimeoutMs: 3, State: Empty, StartMs: -1, LastUpdateMs: 4}
+	m := Metadata{ProducerID: 1, PrevProducerID: -1, NextProducerID: -1, NextProducerEpoch: -1, ProducerEpoch: 2, TimeoutMs: 3, State: Empty, StartMs: -1, LastUpdateMs: 4}
 	want := "0001" + "0000000000000001" + "0002" + "00000003" + "00" + "00" + "0000000000000004" + "ffffffffffffffff" + "00"
 	if got := hex.EncodeToString(encodeValue(m)); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)

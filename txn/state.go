@@ -2,6 +2,7 @@ package txn
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -100,18 +101,48 @@ func compareTP(a, b TopicPartition) int {
 // __transaction_state record holds, plus LastProducerEpoch, which Kafka keeps only in
 // memory (it is -1 after a reload).
 type Metadata struct {
-	ProducerID        int64
-	PrevProducerID    int64 // the producer id before the last transition (KIP-890)
-	NextProducerID    int64 // set while a TV2 commit/abort rotates the producer id
+	ProducerID     int64
+	PrevProducerID int64 // the producer id before the last transition (KIP-890)
+	NextProducerID int64 // set while a TV2 commit/abort rotates the producer id
+	// NextProducerEpoch is the epoch that goes with NextProducerID at completion, -1 for 0
+	// (Kafka's tag 3). exactq sets it only when it ends a kept transaction whose producer
+	// id was rotated (see Kept).
+	NextProducerEpoch int16
 	ProducerEpoch     int16
 	LastProducerEpoch int16 // in memory only; KIP-360 retries of InitProducerId
-	TimeoutMs         int32
+	TimeoutMs         int32 // math.MaxInt32: a two-phase-commit transaction, never timed out
 	State             State
 	Partitions        []TopicPartition // sorted, no duplicates
 	StartMs           int64            // -1 when no transaction is open
 	LastUpdateMs      int64
 	ClientTV          int16 // transaction version the client used for the last transition
+
+	// Kept is set while an Ongoing transaction was kept by an InitProducerId with
+	// KeepPreparedTxn (KIP-939): the producer that wrote it was fenced, ProducerID and
+	// ProducerEpoch are the new producer's, and KeptProducerID/KeptProducerEpoch are the
+	// pair the transaction was written (and prepared) under. The new producer may only end
+	// the transaction. KeptProducerID differs from ProducerID when the epoch was exhausted
+	// and the new producer got a fresh producer id; the transaction's markers then go out
+	// for KeptProducerID at the maximum epoch. Persisted in exactq's tags 939 and 940.
+	Kept              bool
+	KeptProducerID    int64
+	KeptProducerEpoch int16
 }
+
+// twoPhaseTimeoutMs is the transaction timeout of a two-phase-commit participant
+// (KIP-939): Kafka stores Integer.MAX_VALUE, and such a transaction is never timed out.
+const twoPhaseTimeoutMs int32 = math.MaxInt32
+
+// IsTwoPhase reports whether the id's transactions take part in two-phase commit.
+func (m Metadata) IsTwoPhase() bool { return m.TimeoutMs == twoPhaseTimeoutMs }
+
+// keptRotated reports whether a kept transaction's producer id differs from the current
+// producer's (the keep rotated the producer id).
+func (m Metadata) keptRotated() bool { return m.Kept && m.KeptProducerID != m.ProducerID }
+
+// keptZombie reports whether pid is the fenced producer of a kept transaction whose
+// producer id was rotated: it gets PRODUCER_FENCED rather than INVALID_PRODUCER_ID_MAPPING.
+func (m Metadata) keptZombie(pid int64) bool { return m.keptRotated() && pid == m.KeptProducerID }
 
 func (m Metadata) clone() Metadata {
 	m.Partitions = slices.Clone(m.Partitions)
@@ -268,10 +299,77 @@ func (e *entry) prepareAbortOrCommit(to State, tv int16, nextPID int64, nowMs in
 		m.StartMs = nowMs
 	}
 	m.NextProducerID = nextPID
+	m.NextProducerEpoch = noProducerEpoch
 	m.LastUpdateMs = nowMs
 	m.ClientTV = tv
 	m.State = to
+	m.clearKept()
 	return e.prepare(m)
+}
+
+// prepareKeptRotatedEnd decides a kept transaction whose producer id was rotated by the
+// keep (Kept, KeptProducerID != ProducerID). The Prepare* record names the transaction's
+// own producer id at the maximum epoch, which is above every epoch that producer id was
+// used with, so its markers close the transaction on every partition and fence the old
+// producer; NextProducerID/NextProducerEpoch are the pair the current producer continues
+// with once the markers are written (its epoch bumped under transaction version 2, as any
+// TV2 end does; a fresh producer id if that epoch is exhausted too).
+func (e *entry) prepareKeptRotatedEnd(to State, tv int16, nextPID int64, nowMs int64) (*transit, error) {
+	m := e.meta.clone()
+	if !m.keptRotated() {
+		return nil, errInternal("kept rotated end for %q without a rotated kept transaction", e.id)
+	}
+	clientPID, clientEpoch := m.ProducerID, m.ProducerEpoch
+	m.NextProducerID, m.NextProducerEpoch = clientPID, clientEpoch
+	switch {
+	case nextPID != noProducerID:
+		m.NextProducerID, m.NextProducerEpoch = nextPID, 0
+	case tv >= 2:
+		m.NextProducerEpoch = clientEpoch + 1
+	}
+	m.ProducerID, m.ProducerEpoch = m.KeptProducerID, maxEpoch
+	m.LastProducerEpoch = clientEpoch
+	m.LastUpdateMs = nowMs
+	m.ClientTV = tv
+	m.State = to
+	m.clearKept()
+	return e.prepare(m)
+}
+
+// prepareKeep is InitProducerId with KeepPreparedTxn on an Ongoing transaction (KIP-939):
+// the transaction stays Ongoing with its partitions, the producer gets the next epoch
+// (fencing the one that wrote the transaction), or a fresh producer id when the epoch is
+// exhausted (newPID), and the pair the transaction was written under is remembered. A
+// kept transaction that is kept again keeps its original pair. timeoutMs becomes the
+// transaction's timeout; a transaction that is not two-phase gets its whole timeout from
+// now (restart is true), a two-phase one keeps its start time.
+func (e *entry) prepareKeep(newPID int64, timeoutMs int32, restart bool, nowMs int64) (*transit, error) {
+	m := e.meta.clone()
+	if m.State != Ongoing {
+		return nil, errInternal("keep of %q in state %v", e.id, m.State)
+	}
+	if !m.Kept {
+		m.Kept, m.KeptProducerID, m.KeptProducerEpoch = true, m.ProducerID, m.ProducerEpoch
+	}
+	if newPID != noProducerID {
+		m.ProducerID, m.ProducerEpoch = newPID, 0
+	} else {
+		if epochExhausted(m.ProducerEpoch) {
+			return nil, errInternal("cannot bump exhausted epoch %d", m.ProducerEpoch)
+		}
+		m.ProducerEpoch++
+	}
+	m.LastProducerEpoch = noProducerEpoch
+	m.TimeoutMs = timeoutMs
+	if restart {
+		m.StartMs = nowMs
+	}
+	m.LastUpdateMs = nowMs
+	return e.prepare(m)
+}
+
+func (m *Metadata) clearKept() {
+	m.Kept, m.KeptProducerID, m.KeptProducerEpoch = false, noProducerID, noProducerEpoch
 }
 
 // prepareComplete moves Prepare* to Complete* once every marker is written. A TV2
@@ -282,11 +380,11 @@ func (e *entry) prepareComplete(nowMs int64) (*transit, error) {
 	if e.meta.State == PrepareCommit {
 		m.State = CompleteCommit
 	}
-	if m.ClientTV >= 2 && m.NextProducerID != noProducerID {
+	if m.NextProducerID != noProducerID && (m.ClientTV >= 2 || m.NextProducerEpoch >= 0) {
 		m.ProducerID = m.NextProducerID
-		m.ProducerEpoch = 0
+		m.ProducerEpoch = max(0, m.NextProducerEpoch)
 	}
-	m.NextProducerID = noProducerID
+	m.NextProducerID, m.NextProducerEpoch = noProducerID, noProducerEpoch
 	m.Partitions = []TopicPartition{}
 	m.LastUpdateMs = nowMs
 	return e.prepare(m)
