@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/exactq/exactq/client"
@@ -62,7 +63,9 @@ func txnDescribe(ctx context.Context, args []string, stdout io.Writer) error {
 
 Describes transactional ids as kafka-transactions.sh describe does: coordinator, state,
 producer id and epoch, transaction timeout, when the open transaction started (UTC) and
-how long it has run, and the partitions in it.
+how long it has run, and the partitions in it. TWO-PHASE is "yes" for a KIP-939
+two-phase-commit participant (timeout 2147483647 ms: the broker never aborts its
+transaction on timeout).
 
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
@@ -78,7 +81,7 @@ how long it has run, and the partitions in it.
 	descs, err := adm.DescribeTransactions(ctx, ids...)
 	now := time.Now()
 	tw := newTable(stdout)
-	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tSTATE\tPRODUCER-ID\tEPOCH\tTIMEOUT-MS\tSTARTED\tDURATION-MS\tPARTITIONS")
+	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tSTATE\tPRODUCER-ID\tEPOCH\tTIMEOUT-MS\tTWO-PHASE\tSTARTED\tDURATION-MS\tPARTITIONS")
 	for _, d := range descs {
 		if d.Err != nil {
 			continue // in err
@@ -88,8 +91,12 @@ how long it has run, and the partitions in it.
 			started = d.StartTime.UTC().Format("2006-01-02T15:04:05.000Z")
 			duration = fmt.Sprint(max(now.Sub(d.StartTime).Milliseconds(), 0))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", d.TransactionalID, d.Coordinator, d.State,
-			d.ProducerID, d.ProducerEpoch, d.Timeout.Milliseconds(), started, duration, partitionList(d.Partitions))
+		twoPhase := "no"
+		if d.Timeout.Milliseconds() == math.MaxInt32 {
+			twoPhase = "yes" // KIP-939: the coordinator stores MaxInt32 for Enable2Pc
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", d.TransactionalID, d.Coordinator, d.State,
+			d.ProducerID, d.ProducerEpoch, d.Timeout.Milliseconds(), twoPhase, started, duration, partitionList(d.Partitions))
 	}
 	if ferr := tw.Flush(); err == nil {
 		err = ferr

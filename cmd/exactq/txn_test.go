@@ -98,15 +98,15 @@ func TestTxnCommands(t *testing.T) {
 		t.Errorf("describe pay-tx ghost: %v", err)
 	}
 	rows = fieldRows(out)
-	if len(rows) != 2 || strings.Join(rows[0], " ") != "TRANSACTIONAL-ID COORDINATOR STATE PRODUCER-ID EPOCH TIMEOUT-MS STARTED DURATION-MS PARTITIONS" {
+	if len(rows) != 2 || strings.Join(rows[0], " ") != "TRANSACTIONAL-ID COORDINATOR STATE PRODUCER-ID EPOCH TIMEOUT-MS TWO-PHASE STARTED DURATION-MS PARTITIONS" {
 		t.Fatalf("describe:\n%s", out)
 	}
 	r := rows[1]
-	if strings.Join([]string{r[0], r[1], r[2], r[3], r[5], r[8]}, " ") != "pay-tx 1 Ongoing "+pid+" 60000 pay-0,pay-1" {
+	if strings.Join([]string{r[0], r[1], r[2], r[3], r[5], r[6], r[9]}, " ") != "pay-tx 1 Ongoing "+pid+" 60000 no pay-0,pay-1" {
 		t.Errorf("describe row %q", r)
 	}
-	if started, err := time.Parse("2006-01-02T15:04:05.000Z", r[6]); err != nil || started.Before(before) || started.After(time.Now()) {
-		t.Errorf("started %q: %v", r[6], err)
+	if started, err := time.Parse("2006-01-02T15:04:05.000Z", r[7]); err != nil || started.Before(before) || started.After(time.Now()) {
+		t.Errorf("started %q: %v", r[7], err)
 	}
 
 	// read_committed stops at the open transaction's first offset: nothing yet.
@@ -177,5 +177,34 @@ func TestGroupTxnUsageErrors(t *testing.T) {
 		if !errors.Is(err, errHelp) || !strings.HasPrefix(out, "Usage:") {
 			t.Errorf("-h: %v, %q", err, out)
 		}
+	}
+}
+
+// A KIP-939 two-phase-commit participant's transaction is recognisable in describe: its
+// timeout is MaxInt32 and TWO-PHASE says yes.
+func TestTxnDescribeTwoPhase(t *testing.T) {
+	tb := testbroker.Start(t, testbroker.WithConfig(map[string]string{"transaction.two.phase.commit.enable": "true"}))
+	createTopic(t, tb.Addr, "pay", 1)
+	p, err := client.NewProducer(client.ProducerConfig{Brokers: []string{tb.Addr}, TransactionalID: "pay-2pc", Enable2PC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := t.Context()
+	if err := p.BeginTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &client.Record{Topic: "pay", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PrepareTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := fieldRows(mustRun(t, runTxn, "", "describe", "pay-2pc", "-b", tb.Addr))
+	if len(rows) != 2 || rows[0][6] != "TWO-PHASE" {
+		t.Fatalf("describe: %q", rows)
+	}
+	if r := rows[1]; r[2] != "Ongoing" || r[5] != "2147483647" || r[6] != "yes" || r[9] != "pay-0" {
+		t.Errorf("describe row %q", r)
 	}
 }
