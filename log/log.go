@@ -45,7 +45,9 @@
 // All methods are safe for concurrent use. Appends are serialized by appendMu and write to
 // the active segment without holding mu; a batch becomes visible to Read only after it is
 // fully written (the segment's size is published under mu). Reads hold mu shared while they
-// pread, so a segment's file is never closed under a reader. Retention, DeleteRecordsBefore
+// pread, so a segment's file is never closed under a reader; ReadChunks instead takes a
+// reference on each file it returns a range of, and a removed segment's file is closed only
+// when the last reference goes (fileRefs). Retention, DeleteRecordsBefore
 // and Compact are serialized by maintMu and take mu exclusively only to swap segments. One
 // flusher goroutine per log does all the fsyncs (group commit). Lock order:
 // maintMu > appendMu > syncMu > mu > fmu.
@@ -59,7 +61,8 @@
 //     past last+1 if the high watermark must only cover durable data).
 //   - Fetch: Read(offset, partitionMaxBytes, hw) for read_uncommitted, Read(offset, max,
 //     lso) for read_committed. The first returned batch can start below offset (and below
-//     the start offset); clients skip those records, as with Kafka.
+//     the start offset); clients skip those records, as with Kafka. ReadChunks gives the
+//     same bytes as file ranges to send with sendfile; release them once sent.
 //   - ListOffsets: -2 StartOffset, -1 EndOffset (or the high watermark), -3 MaxTimestamp,
 //     else OffsetForTimestamp.
 //   - Start-up: Open recovers; Scan(StartOffset(), ...) rebuilds producer state.

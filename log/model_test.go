@@ -55,12 +55,21 @@ func (m *model) live() [][]byte {
 
 // modelRun drives one random history against a real log and the model.
 type modelRun struct {
-	dir string
-	cfg Config
-	clk *fakeClock
-	l   *Log
-	m   model
-	rng *rand.Rand
+	dir  string
+	cfg  Config
+	clk  *fakeClock
+	l    *Log
+	m    model
+	rng  *rand.Rand
+	held []heldRead // zero-copy reads not released yet
+}
+
+// heldRead is a ReadChunks result kept across later operations, with what the model said
+// the bytes were at the time of the read.
+type heldRead struct {
+	chunks []Chunk
+	want   []byte
+	desc   string
 }
 
 func (r *modelRun) open(t *rapid.T) {
@@ -142,6 +151,67 @@ func (r *modelRun) readOp(t *rapid.T) {
 	}
 }
 
+// holdOp reads without copying and keeps the chunks: retention, compaction, DeleteRecords
+// and reopening may remove their segments meanwhile, and the bytes must stay what the read
+// returned (releaseOp checks).
+func (r *modelRun) holdOp(t *rapid.T) {
+	offset := rapid.Int64Range(r.m.start-1, r.m.end+1).Draw(t, "offset")
+	maxBytes := int32(rapid.IntRange(0, 3000).Draw(t, "maxBytes"))
+	chunks, n, err := r.l.ReadChunks(nil, offset, maxBytes, math.MaxInt64)
+	want, werr := r.m.read(offset, maxBytes, math.MaxInt64)
+	if !errors.Is(err, werr) || n != int64(len(want)) || sumLen(chunks) != n {
+		t.Fatalf("ReadChunks(%d, %d) = %d bytes in %d chunks, %v; model %d bytes, %v", offset, maxBytes, n, len(chunks), err, len(want), werr)
+	}
+	r.held = append(r.held, heldRead{chunks: chunks, want: want, desc: fmt.Sprintf("ReadChunks(%d, %d)", offset, maxBytes)})
+}
+
+func (r *modelRun) releaseOp(t *rapid.T) {
+	if len(r.held) == 0 {
+		return
+	}
+	i := rapid.IntRange(0, len(r.held)-1).Draw(t, "held")
+	r.releaseHeld(t, i)
+}
+
+// releaseHeld checks that held read i still has the bytes it had, then releases it.
+func (r *modelRun) releaseHeld(t *rapid.T, i int) {
+	h := r.held[i]
+	r.held = append(r.held[:i], r.held[i+1:]...)
+	got := readChunksT(t, h.chunks)
+	ReleaseChunks(h.chunks)
+	if !bytes.Equal(got, h.want) {
+		t.Fatalf("%s: the held bytes changed (%d bytes, want %d)", h.desc, len(got), len(h.want))
+	}
+}
+
+func (r *modelRun) releaseAll(t *rapid.T) {
+	for len(r.held) > 0 {
+		r.releaseHeld(t, 0)
+	}
+}
+
+func sumLen(cs []Chunk) int64 {
+	var n int64
+	for _, c := range cs {
+		n += c.Len
+	}
+	return n
+}
+
+// readChunksT copies the bytes of chunks (with pread, as a copying writer would).
+func readChunksT(t fataler, cs []Chunk) []byte {
+	t.Helper()
+	var out []byte
+	for _, c := range cs {
+		b := make([]byte, c.Len)
+		if _, err := c.File().ReadAt(b, c.Off); err != nil {
+			t.Fatalf("reading a held chunk: %v", err)
+		}
+		out = append(out, b...)
+	}
+	return out
+}
+
 func (r *modelRun) deleteRecordsOp(t *rapid.T) {
 	offset := rapid.Int64Range(r.m.start-1, r.m.end+1).Draw(t, "deleteBefore")
 	got, err := r.l.DeleteRecordsBefore(offset)
@@ -205,6 +275,9 @@ func (r *modelRun) reopenOp(t *rapid.T) {
 }
 
 func (r *modelRun) crashOp(t *rapid.T) {
+	// A crash ends the process and every read in it; the simulated one below rewrites
+	// files in place, which no live broker does.
+	r.releaseAll(t)
 	st := r.l.crash()
 	loseUnsynced(t, r.dir, st, r.rng)
 	r.open(t)
@@ -328,6 +401,7 @@ func TestModel(t *testing.T) {
 		r := &modelRun{dir: dir, cfg: cfg, clk: newFakeClock(), rng: rand.New(rand.NewSource(rapid.Int64().Draw(t, "crashSeed")))}
 		r.open(t)
 		t.Cleanup(func() {
+			r.releaseAll(t)
 			r.l.Close()
 			os.RemoveAll(dir)
 		})
@@ -335,6 +409,8 @@ func TestModel(t *testing.T) {
 			"append":        r.appendOp,
 			"append2":       r.appendOp,
 			"read":          r.readOp,
+			"hold":          r.holdOp,
+			"release":       r.releaseOp,
 			"deleteRecords": r.deleteRecordsOp,
 			"retention":     r.retentionOp,
 			"reopen":        r.reopenOp,

@@ -3,6 +3,7 @@ package log
 import (
 	"encoding/binary"
 	"math"
+	"os"
 	"sort"
 
 	"github.com/exactq/exactq/batch"
@@ -25,21 +26,12 @@ type span struct {
 // below the start offset), exactly as Kafka's fetch; clients skip those records.
 //
 // Read finds the position with the sparse index and reads with pread; it allocates only
-// the returned bytes.
+// the returned bytes. ReadChunks returns the same bytes without copying them.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.closed {
-		return nil, ErrClosed
-	}
-	if offset < l.start || offset > l.end {
-		return nil, ErrOffsetOutOfRange
-	}
-	if offset == l.end || offset >= maxOffset {
-		return nil, nil
-	}
 	var spans [4]span
-	sp, total, err := l.locate(offset, int64(max(maxBytes, 0)), maxOffset, spans[:0])
+	sp, total, err := l.spans(offset, maxBytes, maxOffset, spans[:0])
 	if err != nil || total == 0 {
 		return nil, err
 	}
@@ -53,6 +45,64 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64) ([]byte, error
 		at += n
 	}
 	return buf, nil
+}
+
+// A Chunk is a byte range of a segment file, returned by ReadChunks: whole batches, exactly
+// the bytes Read would have copied. It holds the file open until Release, even when
+// retention, compaction or Close remove the segment meanwhile, and the range's bytes do not
+// change while it is held, so they can be sent long after the read (sendfile).
+type Chunk struct {
+	refs *fileRefs
+	Off  int64 // position in the file
+	Len  int64 // bytes, > 0
+}
+
+// File returns the segment file. Callers read it only at explicit positions (ReadAt,
+// sendfile with an offset) and never close, write or seek it.
+func (c Chunk) File() *os.File { return c.refs.f }
+
+// Release gives the chunk's hold on its file back. Each chunk is released exactly once.
+func (c Chunk) Release() { c.refs.release() }
+
+// ReleaseChunks releases every chunk of cs.
+func ReleaseChunks(cs []Chunk) {
+	for _, c := range cs {
+		c.Release()
+	}
+}
+
+// ReadChunks is Read without the copy: it appends to dst the file ranges holding the
+// batches Read would return (one per segment spanned, usually one) and returns dst and
+// their total length. Errors are Read's; on error nothing is appended. Every appended
+// chunk must be released.
+func (l *Log) ReadChunks(dst []Chunk, offset int64, maxBytes int32, maxOffset int64) ([]Chunk, int64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var spans [4]span
+	sp, total, err := l.spans(offset, maxBytes, maxOffset, spans[:0])
+	if err != nil || total == 0 {
+		return dst, 0, err
+	}
+	for _, r := range sp {
+		r.s.file.acquire() // the log's own reference is held: mu is held and the segment is in l.segs
+		dst = append(dst, Chunk{refs: r.s.file, Off: r.from, Len: r.to - r.from})
+	}
+	return dst, total, nil
+}
+
+// spans checks a read's offsets and locates its byte spans (see Read). Called with mu held
+// (shared).
+func (l *Log) spans(offset int64, maxBytes int32, maxOffset int64, out []span) ([]span, int64, error) {
+	if l.closed {
+		return nil, 0, ErrClosed
+	}
+	if offset < l.start || offset > l.end {
+		return nil, 0, ErrOffsetOutOfRange
+	}
+	if offset == l.end || offset >= maxOffset {
+		return nil, 0, nil
+	}
+	return l.locate(offset, int64(max(maxBytes, 0)), maxOffset, out)
 }
 
 // locate computes the byte spans Read returns. Called with mu held (shared).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/exactq/exactq/batch"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -51,7 +52,8 @@ const (
 // segment is one .log file and its indexes.
 type segment struct {
 	base int64
-	f    *os.File
+	f    *os.File  // nil once closed
+	file *fileRefs // f's reference count, shared with the Chunks of zero-copy reads
 
 	// Guarded by Log.mu. The appender writes them (holding appendMu and mu) only for the
 	// active segment; a closed segment's fields never change.
@@ -81,7 +83,39 @@ func indexPath(dir string, base int64) string     { return segmentName(dir, base
 func timeIndexPath(dir string, base int64) string { return segmentName(dir, base, ".timeindex") }
 
 func newSegment(base int64, f *os.File, nowMs int64) *segment {
-	return &segment{base: base, f: f, next: base, maxTs: -1, maxTsOff: -1, rollTs: nowMs}
+	return &segment{base: base, f: f, file: newFileRefs(f), next: base, maxTs: -1, maxTsOff: -1, rollTs: nowMs}
+}
+
+// fileRefs counts the holders of an open segment file: the log while the segment is in it,
+// plus one per Chunk handed out by ReadChunks. The file is closed when the last one lets
+// go, so retention, compaction and Close never close a file whose bytes a Chunk still has
+// to deliver (to a socket, with sendfile, after the read returned and the log's lock was
+// released). The bytes of a chunk never change while it is held: segments are only
+// appended to (a failed append truncates back to the visible size, never below it), and
+// compaction writes a new file and renames it over the old name, leaving the old file's
+// contents to whoever still has it open.
+type fileRefs struct {
+	f    *os.File
+	refs atomic.Int64
+}
+
+func newFileRefs(f *os.File) *fileRefs {
+	r := &fileRefs{f: f}
+	r.refs.Store(1)
+	return r
+}
+
+// acquire adds a reference. The caller must already hold one (or hold Log.mu while the
+// segment is in the log, which holds one).
+func (r *fileRefs) acquire() { r.refs.Add(1) }
+
+func (r *fileRefs) release() {
+	switch n := r.refs.Add(-1); {
+	case n == 0:
+		_ = r.f.Close()
+	case n < 0:
+		panic("log: segment file released more often than acquired")
+	}
 }
 
 // createSegment creates an empty segment file. The caller makes the directory entry durable.
@@ -93,9 +127,11 @@ func createSegment(dir string, base int64, nowMs int64) (*segment, error) {
 	return newSegment(base, f, nowMs), nil
 }
 
+// close drops the log's reference to the segment's file: it is closed now, or when the last
+// Chunk of it is released.
 func (s *segment) close() {
 	if s.f != nil {
-		_ = s.f.Close()
+		s.file.release()
 		s.f = nil
 	}
 }
