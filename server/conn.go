@@ -53,6 +53,10 @@ type conn struct {
 
 	mu      sync.Mutex // guards stopped and read-deadline changes
 	stopped bool       // Shutdown asked the reader to stop
+
+	// Writer goroutine only.
+	sender  *sender  // sendfile on the socket; nil when the connection cannot take it
+	inserts []Insert // scratch for SplicedResponse
 }
 
 // pending is one queued reply with what the writer needs to frame it.
@@ -78,6 +82,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		ctx:     ctx,
 		cancel:  cancel,
 		replies: make(chan pending, s.cfg.MaxInFlightPerConn),
+		sender:  zeroCopySender(nc),
 	}
 }
 
@@ -335,17 +340,24 @@ func (c *conn) writeReply(bw *bufio.Writer, p pending, scratch []byte) (_ []byte
 		}
 		resp = p.reply.Wait()
 	}
+	defer releaseResponse(resp) // after the write (or a panic in it)
 	if resp != nil {
 		if resp.Key() != p.key {
 			c.log.Error("closing connection: handler answered with the wrong response kind",
 				"key", p.key, "response_key", resp.Key(), "correlation_id", p.correlationID)
 			return scratch, false
 		}
-		scratch = appendResponse(scratch, p, resp)
-		c.armWriteDeadline()
-		if _, err := bw.Write(scratch); err != nil {
-			c.log.Debug("write failed", "err", err)
-			return scratch, false
+		if sr, ok := resp.(SplicedResponse); ok {
+			if scratch, ok = c.writeSpliced(bw, p, sr, scratch); !ok {
+				return scratch, false
+			}
+		} else {
+			scratch = appendResponse(scratch, p, resp)
+			c.armWriteDeadline()
+			if _, err := bw.Write(scratch); err != nil {
+				c.log.Debug("write failed", "err", err)
+				return scratch, false
+			}
 		}
 	}
 	if p.reply.Close {
@@ -366,27 +378,36 @@ func appendResponse(dst []byte, p pending, resp kmsg.Response) []byte {
 	resp.SetVersion(p.version)
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(p.correlationID))
-	if p.key != 18 && resp.IsFlexible() {
-		dst = append(dst, 0)
-	}
+	dst = appendResponseHeader(dst, p, resp)
 	dst = resp.AppendTo(dst)
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
 	return dst
 }
 
-// discardReply lets a reply's Wait run to completion after the connection failed, so the
-// handler's pending work (and whatever it holds) finishes; its context is already cancelled.
-func (c *conn) discardReply(p pending) {
-	if p.reply.Wait == nil {
-		return
+// appendResponseHeader appends the response header (after the frame size); resp's version
+// is set.
+func appendResponseHeader(dst []byte, p pending, resp kmsg.Response) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(p.correlationID))
+	if p.key != 18 && resp.IsFlexible() {
+		dst = append(dst, 0)
 	}
+	return dst
+}
+
+// discardReply lets a reply's Wait run to completion after the connection failed, so the
+// handler's pending work (and whatever it holds) finishes; its context is already
+// cancelled. A response holding files is released.
+func (c *conn) discardReply(p pending) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("panic in Wait after connection failure", "key", p.key, "panic", r)
 		}
 	}()
-	p.reply.Wait()
+	resp := p.reply.Resp
+	if p.reply.Wait != nil {
+		resp = p.reply.Wait()
+	}
+	releaseResponse(resp)
 }
 
 // armWriteDeadline bounds the next writes: a client that stops reading its responses for

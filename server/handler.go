@@ -61,6 +61,10 @@ type ConnInfo struct {
 // the server calls Wait off the connection's handling goroutine, in request order, so the
 // next pipelined request can be handled meanwhile while responses still leave in order.
 // Both nil means the request gets no response (produce with acks=0).
+//
+// A response (Resp, or what Wait returns) that implements SplicedResponse is written with
+// its file chunks sent from the files (sendfile where the connection allows) and released
+// once written or dropped.
 type Reply struct {
 	Resp kmsg.Response
 	Wait func() kmsg.Response
