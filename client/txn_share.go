@@ -259,7 +259,12 @@ func (p *Producer) txnShareAck(ctx context.Context, leader int32, id producerID,
 			case isFatalTxnErr(err):
 				return txnShareAckResult{err: err}
 			case errors.Is(err, kerr.ConcurrentTransactions), errors.Is(err, kerr.CoordinatorLoadInProgress),
-				errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable):
+				errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable),
+				errors.Is(err, kerr.NotEnoughReplicas):
+				// A top-level error means the registration failed before anything was
+				// staged (the broker registers every state partition first), so sending
+				// the same request again is safe. NOT_ENOUGH_REPLICAS is how the
+				// registration reports a transaction coordinator it could not reach.
 				if werr := sleepCtx(ctx, p.cl.cfg.retryBackoff); werr != nil {
 					return txnShareAckResult{err: fmt.Errorf("%w (last error: %v)", werr, err)}
 				}

@@ -195,10 +195,11 @@ func TestSendShareAcksErrors(t *testing.T) {
 }
 
 func TestSendShareAcksRetries(t *testing.T) {
-	// Busy coordinator, then a moved leader for partition 1: resent until staged, the
-	// second time only the partition that was not staged.
+	// Busy coordinator, an unreachable one (registration's NOT_ENOUGH_REPLICAS), then a
+	// moved leader for partition 1: resent until staged, the last time only the partition
+	// that was not staged.
 	script := &shareAckScript{
-		top:   []int16{kerr.ConcurrentTransactions.Code, 0, 0},
+		top:   []int16{kerr.ConcurrentTransactions.Code, kerr.NotEnoughReplicas.Code, 0, 0},
 		parts: []map[int32]int16{{1: kerr.NotLeaderForPartition.Code}},
 	}
 	tp, p := newShareTxnPeer(t, true, txnshare.DefaultAPIKey, script)
@@ -207,10 +208,10 @@ func TestSendShareAcksRetries(t *testing.T) {
 	}
 	tp.tmu.Lock()
 	defer tp.tmu.Unlock()
-	if len(tp.shareAcks) != 3 {
-		t.Fatalf("%d requests, want 3", len(tp.shareAcks))
+	if len(tp.shareAcks) != 4 {
+		t.Fatalf("%d requests, want 4", len(tp.shareAcks))
 	}
-	last := tp.shareAcks[2].Topics
+	last := tp.shareAcks[3].Topics
 	if len(last) != 1 || len(last[0].Partitions) != 1 || last[0].Partitions[0].PartitionIndex != 1 {
 		t.Fatalf("resend %+v", last)
 	}
