@@ -2,6 +2,9 @@ package share
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactq/exactq/share/sharestate"
 )
@@ -52,4 +55,66 @@ func (m *Manager) dropLive(key sharestate.Key) {
 	p.wake()
 	p.mu.Unlock()
 	<-tail
+}
+
+// ResetShareState is AlterShareGroupOffsets' re-initialization of one share partition
+// (Kafka's alterShareGroupOffsets followed by InitializeShareGroupState with the new start
+// offset): the share partition's state is replaced by an empty one starting at
+// startOffset, durable on return. -1 resolves share.auto.offset.reset now, as
+// InitializeShareState does; below -1 is INVALID_REQUEST.
+//
+// The stored state epoch is bumped (at least stateEpoch, and above the stored one), so a
+// write of the previous instance that reaches the store after the reset is fenced with
+// FENCED_STATE_EPOCH instead of overwriting the new state. The live share partition is
+// dropped first, after its pending writes; the next fetch loads the new state, so it starts
+// at startOffset with nothing in flight.
+func (m *Manager) ResetShareState(ctx context.Context, groupID string, topicID [16]byte, partition, stateEpoch int32, startOffset int64) error {
+	key := sharestate.Key{GroupID: groupID, TopicID: topicID, Partition: partition}
+	if startOffset < -1 {
+		return errorf(kerr.InvalidRequest, "start offset %d of %s is not an offset", startOffset, key)
+	}
+	logStart, err := m.logs.ListOffset(topicID, partition, -2)
+	if err != nil {
+		return logError(err)
+	}
+	if startOffset == -1 {
+		if startOffset, err = m.resolveReset(key, m.cfg.Groups(groupID), logStart); err != nil {
+			return err
+		}
+	}
+	m.dropLive(key)
+	_, err = m.store.Reinitialize(ctx, key, stateEpoch, startOffset)
+	return err
+}
+
+// DeleteShareState deletes one share partition's state (DeleteShareGroupState, for
+// DeleteShareGroupOffsets and DeleteGroups), durable on return. The live share partition
+// is dropped first, after its pending writes, so nothing of it is written afterwards; a
+// later fetch of the key finds no state (the group coordinator re-initializes it when the
+// group next assigns the partition).
+func (m *Manager) DeleteShareState(ctx context.Context, groupID string, topicID [16]byte, partition int32) error {
+	key := sharestate.Key{GroupID: groupID, TopicID: topicID, Partition: partition}
+	m.dropLive(key)
+	return m.store.Delete(ctx, key)
+}
+
+// DropAll closes every share session without releasing records and drops every live share
+// partition after its pending writes: what Kafka's SharePartitionManager.onShareVersionToggle
+// does when share.version is lowered below 1. Acquired records come back AVAILABLE on the
+// next load, as after a restart.
+func (m *Manager) DropAll() {
+	m.mu.Lock()
+	clear(m.sessions.sessions)
+	keys := make([]sharestate.Key, 0, len(m.parts))
+	for k := range m.parts {
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	for _, k := range keys {
+		m.dropLive(k)
+	}
+}
+
+func errorf(code *kerr.Error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{code}, args...)...)
 }

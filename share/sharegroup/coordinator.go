@@ -49,8 +49,13 @@ type Config struct {
 	// new to the group (share.auto.offset.reset applies) and 0 for new partitions of a
 	// topic the group already had. Nil: every partition is initialized at once.
 	InitializeShareState func(ctx context.Context, groupID string, topicID [16]byte, partition int32, stateEpoch int32, startOffset int64) error
-	// DeleteShareState deletes one share partition's state when its group is deleted
-	// (DeleteShareGroupState). Nil: nothing to delete.
+	// ResetShareState re-initializes one share partition's state at startOffset for
+	// AlterShareGroupOffsets and returns once it is durable; any live state of the
+	// partition is dropped. stateEpoch is the group epoch (the store may write a higher
+	// one). Nil: InitializeShareState is used.
+	ResetShareState func(ctx context.Context, groupID string, topicID [16]byte, partition int32, stateEpoch int32, startOffset int64) error
+	// DeleteShareState deletes one share partition's state when its group or its offsets
+	// are deleted (DeleteShareGroupState). Nil: nothing to delete.
 	DeleteShareState func(ctx context.Context, groupID string, topicID [16]byte, partition int32) error
 
 	Now    func() time.Time
@@ -479,10 +484,17 @@ func (c *Coordinator) describe(s *shard, sg *group, out *kmsg.ShareGroupDescribe
 // "Stable"). statesFilter and typesFilter are ListGroups v4/v5 filters, matched
 // case-insensitively; empty means all.
 func (c *Coordinator) ListGroups(statesFilter, typesFilter []string) []kmsg.ListGroupsResponseGroup {
-	match := func(filter []string, v string) bool {
-		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	// GroupMetadataManager.listGroups trims and lower-cases the states; types are only
+	// lower-cased (Group.GroupType.parse).
+	match := func(filter []string, v string, trim bool) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool {
+			if trim {
+				f = strings.TrimSpace(f)
+			}
+			return strings.EqualFold(f, v)
+		})
 	}
-	if !match(typesFilter, "share") {
+	if !match(typesFilter, "share", false) {
 		return nil
 	}
 	var out []kmsg.ListGroupsResponseGroup
@@ -491,7 +503,7 @@ func (c *Coordinator) ListGroups(statesFilter, typesFilter []string) []kmsg.List
 		p.mu.Lock()
 		for _, id := range slices.Sorted(maps.Keys(p.shard.groups)) {
 			st := p.shard.groups[id].state()
-			if !match(statesFilter, st) {
+			if !match(statesFilter, st, true) {
 				continue
 			}
 			g := kmsg.NewListGroupsResponseGroup()
@@ -504,17 +516,22 @@ func (c *Coordinator) ListGroups(statesFilter, typesFilter []string) []kmsg.List
 }
 
 // DeleteGroup deletes an empty share group: the share state of its partitions first
-// (DeleteShareState), then its records. It returns kerr.GroupIDNotFound,
-// kerr.NonEmptyGroup, kerr.NotCoordinator, kerr.CoordinatorNotAvailable or the
-// DeleteShareState error.
+// (DeleteShareState; initialized, initializing and still-deleting topics), then its
+// records. The group's partition lock is held throughout, so no member joins half-way. It
+// returns kerr.GroupIDNotFound, kerr.NonEmptyGroup, kerr.NotCoordinator,
+// kerr.CoordinatorNotAvailable or the DeleteShareState error (the group is then kept and a
+// retry deletes what is left).
 func (c *Coordinator) DeleteGroup(ctx context.Context, groupID string) error {
 	p := c.partFor(groupID)
 	if p == nil {
 		return kerr.NotCoordinator
 	}
 	p.mu.Lock()
-	_, jobs, kerrv := p.shard.deleteGroup(groupID)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if p.failed != nil {
+		return kerr.NotCoordinator
+	}
+	res, jobs, kerrv := p.shard.deleteGroup(groupID)
 	if kerrv != nil {
 		return kerrv
 	}
@@ -526,12 +543,6 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, groupID string) error {
 				}
 			}
 		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	res, _, kerrv := p.shard.deleteGroup(groupID) // a member may have joined meanwhile
-	if kerrv != nil {
-		return kerrv
 	}
 	if err := c.commit(p, res, c.cfg.Now().UnixMilli()); err != nil {
 		return kerr.CoordinatorNotAvailable

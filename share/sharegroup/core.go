@@ -91,6 +91,10 @@ type group struct {
 	initializing map[[16]byte]*initEntry
 	initialized  map[[16]byte]*initEntry
 	deleting     map[[16]byte]string
+	// stateMeta is set while the group has a ShareGroupStatePartitionMetadata record (Kafka's
+	// shareGroupStatePartitionMetadata has an entry for it): DeleteShareGroupOffsets answers
+	// nothing per topic without one.
+	stateMeta bool
 
 	// deadlines are the members' session deadlines: soft state, never persisted.
 	deadlines map[string]int64
@@ -655,6 +659,9 @@ func (s *shard) deleteGroup(groupID string) (result, []initJob, *kerr.Error) {
 			jobs = append(jobs, initJob{groupID: groupID, topicID: id, topicName: m[id].name, partitions: m[id].sorted()})
 		}
 	}
+	// Topics an earlier DeleteShareGroupOffsets left deleting (its share-state deletion
+	// failed): every partition, as shareGroupBuildPartitionDeleteRequest retries them.
+	jobs = append(jobs, s.deletingTargets(g)...)
 	var res result
 	for _, id := range slices.Sorted(maps.Keys(g.target)) {
 		res.records = append(res.records, tombstone(recTargetAssignmentMember, groupID, id))

@@ -27,6 +27,8 @@ type env struct {
 	c        *Coordinator
 	inits    []string // "group topic partition epoch start"
 	failInit bool
+	deleted  []string // "group topic partition" of DeleteShareState calls
+	failDel  error
 	removed  []memberRef
 	other    map[string]bool
 }
@@ -63,6 +65,15 @@ func (e *env) cfg() Config {
 				return context.DeadlineExceeded
 			}
 			e.inits = append(e.inits, g+" "+string(rune('a'+id[0]))+" "+itoa(p)+" "+itoa(epoch)+" "+itoa(int32(start)))
+			return nil
+		},
+		DeleteShareState: func(_ context.Context, g string, id [16]byte, p int32) error {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.failDel != nil {
+				return e.failDel
+			}
+			e.deleted = append(e.deleted, g+" "+string(rune('a'+id[0]))+" "+itoa(p))
 			return nil
 		},
 		Now: func() time.Time {

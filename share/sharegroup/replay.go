@@ -167,6 +167,7 @@ func (s *shard) replay(r kmsg.Record, nowMs int64) error {
 		if tomb {
 			if g != nil {
 				g.initializing, g.initialized, g.deleting = map[[16]byte]*initEntry{}, map[[16]byte]*initEntry{}, map[[16]byte]string{}
+				g.stateMeta = false
 			}
 			return nil
 		}
@@ -175,6 +176,7 @@ func (s *shard) replay(r kmsg.Record, nowMs int64) error {
 			return err
 		}
 		getGroup()
+		g.stateMeta = true
 		g.initializing = entriesFrom(v.InitializingTopics, nowMs)
 		g.initialized = entriesFrom(v.InitializedTopics, nowMs)
 		g.deleting = map[[16]byte]string{}

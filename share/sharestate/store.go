@@ -458,6 +458,34 @@ func (s *Store) Initialize(ctx context.Context, k Key, stateEpoch int32, startOf
 	return p.writeSnapshot(ctx, k, v)
 }
 
+// Reinitialize is Initialize for AlterShareGroupOffsets: the state epoch written is the
+// larger of stateEpoch and one above the stored one, so every writer of the replaced state
+// is fenced (FENCED_STATE_EPOCH) from then on, whatever epoch the caller knew. Staged
+// (TX_PENDING) batches are replaced like every other batch: a later marker of their
+// transaction finds nothing to resolve for the key. It returns the state epoch written.
+func (s *Store) Reinitialize(ctx context.Context, k Key, stateEpoch int32, startOffset int64) (int32, error) {
+	if k.Partition < 0 || stateEpoch < 0 || startOffset < -1 {
+		return 0, errorf(kerr.InvalidRequest, "reinitialize %s: partition %d, state epoch %d, start offset %d", k, k.Partition, stateEpoch, startOffset)
+	}
+	p, err := s.lock(k)
+	if err != nil {
+		return 0, err
+	}
+	defer p.mu.Unlock()
+	v := &snapshotValue{StateEpoch: stateEpoch, StartOffset: startOffset, DeliveryCompleteCount: -1}
+	if e := p.keys[k]; e != nil {
+		if e.stateEpoch == math.MaxInt32 {
+			return 0, errorf(kerr.FencedStateEpoch, "reinitialize %s: state epoch exhausted", k)
+		}
+		v.StateEpoch = max(stateEpoch, e.stateEpoch+1)
+		v.SnapshotEpoch = e.snapshotEpoch + 1
+		v.LeaderEpoch = e.leaderEpoch
+	}
+	now := s.cfg.Now().UnixMilli()
+	v.CreateTimestamp, v.WriteTimestamp = now, now
+	return v.StateEpoch, p.writeSnapshot(ctx, k, v)
+}
+
 func (p *part) writeSnapshot(ctx context.Context, k Key, v *snapshotValue) error {
 	rec := kmsg.Record{
 		Key:   encodeKey(nil, recordKey{Type: recordTypeSnapshot, Key: k}),
