@@ -28,9 +28,9 @@ const maxFetchWait = 5 * time.Minute
 func (b *Broker) handleFetch(req *server.Request, ctx context.Context, r *kmsg.FetchRequest) server.Reply {
 	sess, code := b.sessions.begin(r, req.Conn.ID)
 	if code != 0 {
-		resp := r.ResponseKind().(*kmsg.FetchResponse)
-		sess.finish(resp)
-		return server.Reply{Resp: resp}
+		fr := newFetchReply(r.ResponseKind().(*kmsg.FetchResponse))
+		fr.finish(sess)
+		return server.Reply{Resp: fr}
 	}
 	targets := sess.targets()
 	readCommitted := r.IsolationLevel == 1
@@ -39,18 +39,19 @@ func (b *Broker) handleFetch(req *server.Request, ctx context.Context, r *kmsg.F
 		responseMax = 1<<31 - 1
 	}
 
-	resp, n, hasError := b.readFetch(r, targets, responseMax, readCommitted)
+	fr, n, hasError := b.readFetch(r, targets, responseMax, readCommitted)
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
 	if n >= int(r.MinBytes) || wait <= 0 || hasError || len(targets) == 0 {
-		sess.finish(resp)
-		return server.Reply{Resp: resp}
+		fr.finish(sess)
+		return server.Reply{Resp: fr}
 	}
 
 	// Long poll: answer when MinBytes are available or MaxWaitMs has passed. This runs in
-	// the reply's Wait, so the connection's next request is handled meanwhile.
+	// the reply's Wait, so the connection's next request is handled meanwhile. Each read
+	// replaces (and releases) the previous one; the server releases the one returned.
 	return server.Reply{Wait: func() kmsg.Response {
 		wake := make(chan struct{}, 1)
 		var watched []*partition
@@ -67,21 +68,32 @@ func (b *Broker) handleFetch(req *server.Request, ctx context.Context, r *kmsg.F
 		}()
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
+		reread := func() {
+			next, nn, he := b.readFetch(r, targets, responseMax, readCommitted)
+			fr.Release()
+			fr, n, hasError = next, nn, he
+		}
 		for {
 			select {
 			case <-wake:
-				resp, n, hasError = b.readFetch(r, targets, responseMax, readCommitted)
+				reread()
 				if n < int(r.MinBytes) && !hasError {
 					continue
 				}
 			case <-timer.C:
-				resp, _, _ = b.readFetch(r, targets, responseMax, readCommitted)
+				reread()
 			case <-ctx.Done():
 			}
-			sess.finish(resp)
-			return resp
+			fr.finish(sess)
+			return fr
 		}
 	}}
+}
+
+// finish completes the response for the fetch session (KIP-227): session id, and for an
+// incremental fetch only the partitions the client needs to see.
+func (fr *fetchReply) finish(sess *fetchSession) {
+	sess.ctx.FinishFunc(fr.FetchResponse, fr.hasRecords)
 }
 
 func (b *Broker) lookupPartition(tg fetchTarget, version int16) *partition {
@@ -94,11 +106,14 @@ func (b *Broker) lookupPartition(tg fetchTarget, version int16) *partition {
 	return partitionOf(t, tg.partition)
 }
 
-// readFetch reads every target once and builds the response. It returns the number of
-// record bytes in it and whether any partition carries an error (an error is news worth
-// answering at once, as Kafka does).
-func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, responseMax int32, readCommitted bool) (*kmsg.FetchResponse, int, bool) {
-	resp := r.ResponseKind().(*kmsg.FetchResponse)
+// readFetch reads every target once and builds the response, its records as file chunks
+// (see fetchReply). It returns the number of record bytes in it and whether any partition
+// carries an error (an error is news worth answering at once, as Kafka does).
+func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, responseMax int32, readCommitted bool) (*fetchReply, int, bool) {
+	fr := newFetchReply(r.ResponseKind().(*kmsg.FetchResponse))
+	fr.recs = make([]partRecords, 0, len(targets))
+	fr.chunks = make([]log.Chunk, 0, len(targets))
+	resp := fr.FetchResponse
 	total := 0
 	hasError := false
 	var cur *kmsg.FetchResponseTopic
@@ -113,23 +128,24 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, response
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		rp.PreferredReadReplica = -1
 		// Never null: librdkafka rejects a null records field (Kafka always sends an empty
-		// one, even on error partitions).
+		// one, even on error partitions). Records read are attached to fr, not here.
 		rp.RecordBatches = []byte{}
 		budget := int(responseMax) - total
-		b.readPartition(r.Version, tg, &rp, budget, total == 0, readCommitted)
+		n := b.readPartition(r.Version, tg, &rp, fr, budget, total == 0, readCommitted)
 		if rp.ErrorCode != 0 {
 			hasError = true
 		}
-		total += len(rp.RecordBatches)
+		total += int(n)
 		cur.Partitions = append(cur.Partitions, rp)
 	}
-	return resp, total, hasError
+	return fr, total, hasError
 }
 
-// readPartition fills one partition of a fetch response. firstInResponse implements
-// KIP-74: the first non-empty partition of a response always gets at least one whole
-// batch, even when it exceeds the limits, so a consumer is never stuck behind a big batch.
-func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResponseTopicPartition, budget int, firstInResponse, readCommitted bool) {
+// readPartition fills one partition of a fetch response and attaches its records to fr,
+// returning their length. firstInResponse implements KIP-74: the first non-empty
+// partition of a response always gets at least one whole batch, even when it exceeds the
+// limits, so a consumer is never stuck behind a big batch.
+func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResponseTopicPartition, fr *fetchReply, budget int, firstInResponse, readCommitted bool) int64 {
 	p := b.lookupPartition(tg, version)
 	if p == nil {
 		if version >= 13 {
@@ -137,11 +153,11 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 		} else {
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		}
-		return
+		return 0
 	}
 	if code := checkLeaderEpoch(tg.leaderEpoch); code != 0 {
 		rp.ErrorCode = code
-		return
+		return 0
 	}
 	hw := p.highWatermark()
 	lso := p.lastStableOffset()
@@ -150,7 +166,7 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 	rp.LogStartOffset = p.log.StartOffset()
 	if tg.offset < rp.LogStartOffset || tg.offset > p.log.EndOffset() {
 		rp.ErrorCode = kerr.OffsetOutOfRange.Code
-		return
+		return 0
 	}
 	// read_committed reads only decided transactions: up to the last stable offset.
 	upTo := hw
@@ -159,35 +175,30 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 		rp.AbortedTransactions = p.abortedIn(tg.offset, lso)
 	}
 	if tg.offset >= upTo {
-		return
+		return 0
 	}
 	limit := tg.maxBytes
 	if limit > int32(budget) {
 		limit = int32(max(budget, 0))
 	}
 	if limit <= 0 && !firstInResponse {
-		return
+		return 0
 	}
-	data, err := p.log.Read(tg.offset, limit, upTo)
+	// The log returns an oversized first batch (KIP-74); only the response's first
+	// partition may carry one.
+	n, err := fr.readRecords(p.log, tg, limit, upTo, func(n int64) bool { return n <= int64(limit) || firstInResponse })
 	switch {
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		// Retention moved the start past the offset between the check and the read.
 		rp.ErrorCode = kerr.OffsetOutOfRange.Code
 		rp.LogStartOffset = p.log.StartOffset()
-		return
+		return 0
 	case err != nil:
 		b.logger.Error("fetch read failed", "topic", tg.topic, "partition", tg.partition, "err", err)
 		rp.ErrorCode = kerr.KafkaStorageError.Code
-		return
+		return 0
 	}
-	if len(data) > int(limit) && !firstInResponse {
-		// The log returned an oversized first batch; only the response's first partition
-		// may carry one.
-		return
-	}
-	if data != nil {
-		rp.RecordBatches = data
-	}
+	return n
 }
 
 // leaderEpoch is this single node's leader epoch for every partition. Leadership never
