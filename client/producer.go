@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -912,6 +913,9 @@ type sink struct {
 	inflight int // under Producer.mu
 	reqs     chan *produceReq
 	waits    chan *produceReq
+	// unanswered are the requests the writer took whose answers the waiter has not yet
+	// applied, in write order, under Producer.mu (see heldBack).
+	unanswered []*produceReq
 }
 
 type produceReq struct {
@@ -920,6 +924,7 @@ type produceReq struct {
 	batches []*recBatch
 	call    *call
 	err     error
+	wroteOn *conn // the connection it was written on; nil if it was not written
 	// maxVersion caps the Produce version (transactions v1: below v12); -1 for none.
 	maxVersion      int16
 	transactionalID *string // set for transactional batches (the broker requires it)
@@ -953,6 +958,15 @@ func (p *Producer) write(r *produceReq) (*call, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cl.cfg.requestTimeout)
 	defer cancel()
 	c, err := p.cl.brokerConn(ctx, r.broker)
+	if err == nil && p.heldBack(r, c) {
+		err = errHeldBack
+	}
+	p.mu.Lock()
+	r.sink.unanswered = append(r.sink.unanswered, r)
+	if err == nil {
+		r.wroteOn = c // set before the send: a failed send may still have reached the broker
+	}
+	p.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -988,6 +1002,34 @@ func (p *Producer) write(r *produceReq) (*call, error) {
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, pp)
 	}
 	return c.send(ctx, req)
+}
+
+// heldBack reports whether r must not be written on c, because the broker could then
+// append its batches before earlier ones of the same partitions. A broker without state
+// for our producer id (the first batches, or after it lost them) accepts any sequence, so
+// the broker's sequence check cannot be relied on to refuse them. Two cases:
+//   - an earlier batch of one of r's partitions failed and waits to be resent (rewind
+//     stays set until every in-flight batch of the partition, r's included, is answered);
+//   - an earlier request to this broker is unanswered and was not written on c (it failed
+//     to be written, or went on a connection that has since been replaced): its batches
+//     may never reach the broker, or reach it after r's. On one connection the broker
+//     handles requests in order, so earlier requests on c are safe.
+//
+// A held-back request is answered errHeldBack without being written and resent in order.
+func (p *Producer) heldBack(r *produceReq, c *conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range r.batches {
+		if b.pb.rewind {
+			return true
+		}
+	}
+	for _, e := range r.sink.unanswered {
+		if e.wroteOn != c {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Producer) waitLoop(s *sink) {
@@ -1060,7 +1102,7 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 				p.txn.bump = true
 			}
 		}
-		if v.outcome == batchRetry {
+		if v.outcome == batchRetry && !errors.Is(err, errHeldBack) {
 			b.attempts++
 			b.lastErr = err
 			if p.cfg.Retries < 0 || (p.cfg.Retries > 0 && b.attempts > p.cfg.Retries) || now.Sub(b.created) >= p.cfg.DeliveryTimeout {
@@ -1096,6 +1138,9 @@ func (p *Producer) handleResponse(r *produceReq, resp *kmsg.ProduceResponse, req
 	}
 	p.deliver(finished)
 	r.sink.inflight--
+	if i := slices.Index(r.sink.unanswered, r); i >= 0 {
+		r.sink.unanswered = slices.Delete(r.sink.unanswered, i, i+1)
+	}
 	p.inflightReqs--
 	p.mu.Unlock()
 

@@ -8,6 +8,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// errHeldBack completes a produce request that was not written because an earlier batch
+// of one of its partitions failed and must be resent first (see Producer.heldBack).
+var errHeldBack = errors.New("client: not sent: an earlier batch of the partition is being resent")
+
 // verdict is what the producer does with one batch after a produce attempt.
 type verdict struct {
 	outcome     outcome
@@ -58,6 +62,8 @@ func judge(err error, a attempt) verdict {
 	switch {
 	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
 		return verdict{outcome: batchDone}
+	case errors.Is(err, errHeldBack):
+		return verdict{outcome: batchRetry} // never written: resend in order
 	case errors.Is(err, kerr.OutOfOrderSequenceNumber):
 		if !a.idempotent {
 			return verdict{outcome: batchFail}

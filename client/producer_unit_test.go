@@ -26,6 +26,7 @@ func TestJudge(t *testing.T) {
 	}{
 		{"success", nil, base, verdict{outcome: batchDone}},
 		{"duplicate is success", kerr.DuplicateSequenceNumber, base, verdict{outcome: batchDone}},
+		{"held back (never written): plain retry", errHeldBack, base, verdict{outcome: batchRetry}},
 		{"out of order after an earlier failure: plain retry", kerr.OutOfOrderSequenceNumber,
 			with(func(a *attempt) { a.earlierFailed = true }), verdict{outcome: batchRetry}},
 		{"out of order at the head: real gap, bump", kerr.OutOfOrderSequenceNumber, base,
