@@ -408,6 +408,11 @@ func TestIntegrationIdempotentRetriesAfterRestart(t *testing.T) {
 	}
 	for i, r := range got[0] {
 		if string(r.Value) != fmt.Sprintf("%06d", i) {
+			var seq []string
+			for j := max(0, i-3); j < min(len(got[0]), i+60); j++ {
+				seq = append(seq, fmt.Sprintf("%d:%s", got[0][j].Offset, got[0][j].Value))
+			}
+			t.Logf("around: %v", seq)
 			t.Fatalf("record %d is %q: duplicates or reordering", i, r.Value)
 		}
 	}
