@@ -78,6 +78,8 @@ type Broker struct {
 	groupCfg *groupConfigs
 	// coord holds the coordinators, started on first use.
 	coord coordinators
+	// features holds the finalized feature levels (features.go).
+	features *featureSet
 	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
 	// __consumer_offsets partition, deciding its pending transactional offset commits.
 	onOffsetsMarker atomic.Pointer[func(partition int32, pid int64, commit bool)]
@@ -169,6 +171,9 @@ func Open(cfg Config) (*Broker, error) {
 func (b *Broker) load() error {
 	var err error
 	if b.meta, err = loadOrCreateMeta(b.cfg.DataDir, b.cfg.NodeID); err != nil {
+		return err
+	}
+	if b.features, err = openFeatures(b.cfg.DataDir, b.cfg.NodeID); err != nil {
 		return err
 	}
 	if b.pids, err = openProducerIDs(b.cfg.DataDir); err != nil {

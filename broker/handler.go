@@ -43,6 +43,7 @@ var implemented = []int16{
 	42, // DeleteGroups
 	44, // IncrementalAlterConfigs
 	47, // OffsetDelete
+	57, // UpdateFeatures
 	60, // DescribeCluster
 	61, // DescribeProducers
 	65, // DescribeTransactions
@@ -52,6 +53,8 @@ var implemented = []int16{
 	78, // ShareFetch
 	79, // ShareAcknowledge
 	90, // DescribeShareGroupOffsets
+	91, // AlterShareGroupOffsets
+	92, // DeleteShareGroupOffsets
 }
 
 // maxImplemented caps keys whose newest Kafka 4.4 versions are not served yet.
@@ -84,29 +87,6 @@ func (b *Broker) APIs() []server.APIRange {
 		out = append(out, r)
 	}
 	return out
-}
-
-// finalizedFeatures are the feature levels this broker implements and finalizes:
-// transaction.version 2 (KIP-890) and share.version 1 (KIP-932 share groups, GA level).
-var finalizedFeatures = []struct {
-	name  string
-	level int16
-}{
-	{"share.version", 1},
-	{"transaction.version", transactionVersionLevel},
-}
-
-// Features implements server.Handler.
-func (b *Broker) Features(resp *kmsg.ApiVersionsResponse) {
-	for _, f := range finalizedFeatures {
-		sf := kmsg.NewApiVersionsResponseSupportedFeature()
-		sf.Name, sf.MinVersion, sf.MaxVersion = f.name, 0, f.level
-		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.name, f.level, f.level
-		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
-	}
-	resp.FinalizedFeaturesEpoch = 1
 }
 
 // ConnClosed implements server.Handler.
@@ -178,6 +158,12 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleShareAcknowledge(ctx, req, r)
 	case *kmsg.DescribeShareGroupOffsetsRequest:
 		return b.handleDescribeShareGroupOffsets(ctx, req, r)
+	case *kmsg.AlterShareGroupOffsetsRequest:
+		return b.handleAlterShareGroupOffsets(ctx, req, r)
+	case *kmsg.DeleteShareGroupOffsetsRequest:
+		return b.handleDeleteShareGroupOffsets(ctx, req, r)
+	case *kmsg.UpdateFeaturesRequest:
+		return b.handleUpdateFeatures(req, r)
 	case *txnshare.Request:
 		return b.handleTxnShareAcknowledge(ctx, req, r)
 	case *kmsg.JoinGroupRequest:
@@ -193,7 +179,7 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	case *kmsg.OffsetFetchRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).OffsetFetch)
 	case *kmsg.DescribeGroupsRequest:
-		return groupCall(b, ctx, req, r, (*group.Coordinator).DescribeGroups)
+		return b.handleDescribeGroups(ctx, req, r)
 	case *kmsg.ListGroupsRequest:
 		return b.handleListGroups(ctx, req, r)
 	case *kmsg.DeleteGroupsRequest:

@@ -89,11 +89,10 @@ func (b *Broker) shares() (*shareStack, error) {
 		},
 		IsOtherGroupType:     g.Exists,
 		InitializeShareState: mgr.InitializeShareState,
-		DeleteShareState: func(ctx context.Context, groupID string, topicID [16]byte, partition int32) error {
-			return store.Delete(ctx, sharestate.Key{GroupID: groupID, TopicID: topicID, Partition: partition})
-		},
-		Now:    b.now,
-		Logger: b.logger.With("component", "share-group-coordinator"),
+		ResetShareState:      mgr.ResetShareState,
+		DeleteShareState:     mgr.DeleteShareState,
+		Now:                  b.now,
+		Logger:               b.logger.With("component", "share-group-coordinator"),
 	}, b.internalPartitions(offsetsTopic))
 	if err != nil {
 		mgr.Close()
@@ -138,16 +137,7 @@ func (b *Broker) shareReply(req *server.Request, call func(*shareStack) (kmsg.Re
 	s, err := b.shares()
 	if err != nil {
 		b.logger.Error("share groups unavailable", "err", err)
-		resp := req.Body.ResponseKind()
-		setTopLevelError(resp, kerr.CoordinatorNotAvailable.Code)
-		if d, ok := resp.(*kmsg.ShareGroupDescribeResponse); ok {
-			for _, id := range req.Body.(*kmsg.ShareGroupDescribeRequest).GroupIDs {
-				g := kmsg.NewShareGroupDescribeResponseGroup()
-				g.GroupID, g.ErrorCode = id, kerr.CoordinatorNotAvailable.Code
-				d.Groups = append(d.Groups, g)
-			}
-		}
-		return server.Reply{Resp: resp}
+		return server.Reply{Resp: shareError(req, kerr.CoordinatorNotAvailable)}
 	}
 	resp, wait := call(s)
 	if wait != nil {
@@ -156,16 +146,44 @@ func (b *Broker) shareReply(req *server.Request, call func(*shareStack) (kmsg.Re
 	return server.Reply{Resp: resp}
 }
 
-// setTopLevelError sets the error of a share response that has a top-level error field.
-func setTopLevelError(resp kmsg.Response, code int16) {
+// shareError is the response to a share request refused as a whole, with the error where
+// KafkaApis puts it (each request's getErrorResponse): top level for ShareGroupHeartbeat,
+// ShareFetch, ShareAcknowledge (no message) and Alter/DeleteShareGroupOffsets (with the
+// error's message), per group for ShareGroupDescribe and DescribeShareGroupOffsets.
+func shareError(req *server.Request, e *kerr.Error) kmsg.Response {
+	resp := req.Body.ResponseKind()
+	resp.SetVersion(req.Version)
 	switch r := resp.(type) {
 	case *kmsg.ShareGroupHeartbeatResponse:
-		r.ErrorCode = code
+		r.ErrorCode = e.Code
 	case *kmsg.ShareFetchResponse:
-		r.ErrorCode = code
+		r.ErrorCode = e.Code
 	case *kmsg.ShareAcknowledgeResponse:
-		r.ErrorCode = code
+		r.ErrorCode = e.Code
+	case *kmsg.AlterShareGroupOffsetsResponse:
+		r.ErrorCode, r.ErrorMessage = e.Code, &e.Description
+	case *kmsg.DeleteShareGroupOffsetsResponse:
+		r.ErrorCode, r.ErrorMessage = e.Code, &e.Description
+	case *kmsg.ShareGroupDescribeResponse:
+		for _, id := range req.Body.(*kmsg.ShareGroupDescribeRequest).GroupIDs {
+			g := kmsg.NewShareGroupDescribeResponseGroup()
+			g.GroupID, g.ErrorCode = id, e.Code
+			r.Groups = append(r.Groups, g)
+		}
+	case *kmsg.DescribeShareGroupOffsetsResponse:
+		for _, rg := range req.Body.(*kmsg.DescribeShareGroupOffsetsRequest).Groups {
+			g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+			g.GroupID, g.ErrorCode = rg.GroupID, e.Code
+			r.Groups = append(r.Groups, g)
+		}
 	}
+	return resp
+}
+
+// shareDisabled answers a share request while share.version < 1
+// (KafkaApis.isShareGroupProtocolEnabled): UNSUPPORTED_VERSION, placed as shareError does.
+func shareDisabled(req *server.Request) server.Reply {
+	return server.Reply{Resp: shareError(req, kerr.UnsupportedVersion)}
 }
 
 func clientHost(req *server.Request) string {
@@ -178,6 +196,9 @@ func clientHost(req *server.Request) string {
 }
 
 func (b *Broker) handleShareGroupHeartbeat(ctx context.Context, req *server.Request, r *kmsg.ShareGroupHeartbeatRequest) server.Reply {
+	if !b.shareGroupsEnabled() {
+		return shareDisabled(req)
+	}
 	ctx = sharegroup.WithClient(group.WithClient(ctx, group.Client{ID: req.ClientID, Host: clientHost(req)}), req.ClientID, clientHost(req))
 	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
 		return s.members.ShareGroupHeartbeat(ctx, req.Version, r), nil
@@ -187,9 +208,12 @@ func (b *Broker) handleShareGroupHeartbeat(ctx context.Context, req *server.Requ
 // allGroupOperations is every operation Kafka defines on a GROUP resource (READ, DELETE,
 // DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS): what Kafka reports as a group's authorized
 // operations when no authorizer is configured (AuthHelper.authorizedOperations).
-const allGroupOperations = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
+const allGroupOperations = group.AllGroupOperations
 
 func (b *Broker) handleShareGroupDescribe(ctx context.Context, req *server.Request, r *kmsg.ShareGroupDescribeRequest) server.Reply {
+	if !b.shareGroupsEnabled() {
+		return shareDisabled(req)
+	}
 	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
 		resp := s.members.ShareGroupDescribe(ctx, req.Version, r)
 		if r.IncludeAuthorizedOperations {
@@ -206,12 +230,18 @@ func (b *Broker) handleShareGroupDescribe(ctx context.Context, req *server.Reque
 }
 
 func (b *Broker) handleShareFetch(ctx context.Context, req *server.Request, r *kmsg.ShareFetchRequest) server.Reply {
+	if !b.shareGroupsEnabled() {
+		return shareDisabled(req)
+	}
 	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
 		return s.fetch.ShareFetch(ctx, req.Conn.ID, req.Version, r)
 	})
 }
 
 func (b *Broker) handleShareAcknowledge(ctx context.Context, req *server.Request, r *kmsg.ShareAcknowledgeRequest) server.Reply {
+	if !b.shareGroupsEnabled() {
+		return shareDisabled(req)
+	}
 	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
 		return s.fetch.ShareAcknowledge(ctx, req.Conn.ID, req.Version, r)
 	})
@@ -238,13 +268,38 @@ func (b *Broker) handleListGroups(ctx context.Context, req *server.Request, r *k
 		}
 		return resp
 	}
+	return mapReply(reply, add)
+}
+
+// mapReply applies fn to a reply's response, immediate or waited for.
+func mapReply(reply server.Reply, fn func(kmsg.Response) kmsg.Response) server.Reply {
 	if reply.Wait != nil {
 		wait := reply.Wait
-		reply.Wait = func() kmsg.Response { return add(wait()) }
+		reply.Wait = func() kmsg.Response { return fn(wait()) }
 		return reply
 	}
-	reply.Resp = add(reply.Resp)
+	reply.Resp = fn(reply.Resp)
 	return reply
+}
+
+// handleDescribeGroups describes classic groups. A share group's id is not a classic group:
+// Kafka answers it as a missing one (GroupMetadataManager.describeGroups: Dead, and from v6
+// GROUP_ID_NOT_FOUND with "Group X is not a classic group.").
+func (b *Broker) handleDescribeGroups(ctx context.Context, req *server.Request, r *kmsg.DescribeGroupsRequest) server.Reply {
+	reply := groupCall(b, ctx, req, r, (*group.Coordinator).DescribeGroups)
+	fix := func(resp kmsg.Response) kmsg.Response {
+		if dr, ok := resp.(*kmsg.DescribeGroupsResponse); ok {
+			for i := range dr.Groups {
+				g := &dr.Groups[i]
+				if g.ErrorCode == kerr.GroupIDNotFound.Code && b.isShareGroup(g.Group) {
+					msg := "Group " + g.Group + " is not a classic group."
+					g.ErrorMessage = &msg
+				}
+			}
+		}
+		return resp
+	}
+	return mapReply(reply, fix)
 }
 
 // handleDeleteGroups deletes share groups through the share-group coordinator (which also
@@ -306,6 +361,9 @@ func (b *Broker) handleDeleteGroups(ctx context.Context, req *server.Request, r 
 // KIP-1226): per share partition its start offset (SPSO) and lag. A null topic list means
 // every share partition of the group this broker has loaded.
 func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *server.Request, r *kmsg.DescribeShareGroupOffsetsRequest) server.Reply {
+	if !b.shareGroupsEnabled() {
+		return shareDisabled(req)
+	}
 	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
 		resp := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
 		return nil, func() kmsg.Response {
@@ -367,6 +425,13 @@ func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *serve
 // must not overtake it.
 func (b *Broker) handleTxnShareAcknowledge(ctx context.Context, req *server.Request, r *txnshare.Request) server.Reply {
 	defer b.metrics.observeTxnShareAck(time.Now())
+	if !b.shareGroupsEnabled() {
+		// As ShareAcknowledge: top-level UNSUPPORTED_VERSION.
+		resp := r.ResponseKind().(*txnshare.Response)
+		resp.APIKey, resp.Version = r.Key(), req.Version
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		return server.Reply{Resp: resp}
+	}
 	s, err := b.shares()
 	if err != nil {
 		resp := r.ResponseKind().(*txnshare.Response)

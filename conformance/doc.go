@@ -10,5 +10,9 @@
 // (other replicas, several brokers, a moving coordinator) the test says what it checks
 // instead.
 //
+// share_offsets_wire_test.go covers AlterShareGroupOffsets, DeleteShareGroupOffsets and
+// the group admin RPCs on share groups; features_wire_test.go covers UpdateFeatures and the
+// finalized features of ApiVersions.
+//
 // The package has no non-test code.
 package conformance

@@ -212,9 +212,13 @@ func acks1(t tip, ranges ...ackRange) map[tip][]ackRange { return map[tip][]ackR
 // testShareGroupHeartbeatIsInAccessibleWhenConfigsDisabled; SGD
 // testShareGroupDescribeIsInAccessibleWhenConfigsDisabled).
 //
-// exactq always finalizes share.version 1 and has no setting (nor UpdateFeatures) that
-// lowers it, so only the enabled side is checked: ApiVersions finalizes share.version at
-// level 1 and advertises the four share RPCs at the versions Kafka 4.4 accepts.
+// Enabled (the default), ApiVersions finalizes share.version at level 1 and advertises the
+// share RPCs at the versions Kafka 4.4 accepts. share.version is then lowered to 0 with
+// UpdateFeatures (as kafka-features.sh downgrade does): the RPCs stay advertised, and
+// UNSUPPORTED_VERSION comes where KafkaApis puts it: top level for ShareGroupHeartbeat,
+// ShareFetch, ShareAcknowledge (AcquisitionLockTimeoutMs 0, no topics),
+// AlterShareGroupOffsets and DeleteShareGroupOffsets (with Errors' message), per group for
+// ShareGroupDescribe and DescribeShareGroupOffsets. Raised back to 1, the group works again.
 func TestShareFetchRequestIsInAccessibleWhenConfigsDisabled_7_1_1(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -232,7 +236,7 @@ func TestShareFetchRequestIsInAccessibleWhenConfigsDisabled_7_1_1(t *testing.T) 
 	if level != 1 {
 		t.Fatalf("finalized share.version = %d, want 1", level)
 	}
-	want := map[int16][2]int16{76: {1, 1}, 77: {1, 1}, 78: {1, 2}, 79: {1, 2}}
+	want := map[int16][2]int16{76: {1, 1}, 77: {1, 1}, 78: {1, 2}, 79: {1, 2}, 90: {0, 1}, 91: {0, 0}, 92: {0, 0}}
 	for _, k := range r.ApiKeys {
 		if w, ok := want[k.ApiKey]; ok {
 			if k.MinVersion != w[0] || k.MaxVersion != w[1] {
@@ -245,7 +249,47 @@ func TestShareFetchRequestIsInAccessibleWhenConfigsDisabled_7_1_1(t *testing.T) 
 		t.Fatalf("share APIs not advertised: %v", want)
 	}
 	t.Run("share.version=0", func(t *testing.T) {
-		t.Skip("exactq gap: share.version is always finalized at 1; nothing can set it to 0, so the UNSUPPORTED_VERSION answers cannot be exercised")
+		topicID := e.createTopic(farTopic, 1)
+		member := newMemberID()
+		c := e.dial()
+		c.joinUntilAssigned(farGroup, member, []string{farTopic}, assignment{topicID: {0}})
+		c.setShareVersion(0)
+
+		hb := c.heartbeat(farGroup, member, 0, []string{farTopic})
+		wantCode(t, "ShareGroupHeartbeat", hb.ErrorCode, kerr.UnsupportedVersion)
+		if hb.MemberID != nil || hb.Assignment != nil || hb.ErrorMessage != nil {
+			t.Fatalf("ShareGroupHeartbeat: %+v, want only the error", hb)
+		}
+		f := c.shareFetch(fetchReq{group: farGroup, member: member, parts: []tip{{topicID, 0}}, maxWaitMs: -1})
+		wantRejected(t, "ShareFetch", f.ErrorCode, f.AcquisitionLockTimeoutMillis, len(f.Topics), kerr.UnsupportedVersion)
+		a := c.shareAck(farGroup, member, 1, acks1(tip{topicID, 0}, ackRange{0, 0, ackAccept}))
+		wantRejected(t, "ShareAcknowledge", a.ErrorCode, a.AcquisitionLockTimeoutMillis, len(a.Topics), kerr.UnsupportedVersion)
+		d := c.describe(true, farGroup, "other")
+		if len(d.Groups) != 2 {
+			t.Fatalf("ShareGroupDescribe: %d groups, want 2", len(d.Groups))
+		}
+		for _, g := range d.Groups {
+			wantCode(t, "ShareGroupDescribe "+g.GroupID, g.ErrorCode, kerr.UnsupportedVersion)
+		}
+		if _, g := c.describeOffsets(farGroup); g.ErrorCode != kerr.UnsupportedVersion.Code || g.GroupID != farGroup {
+			t.Fatalf("DescribeShareGroupOffsets: %+v", g)
+		}
+		ar := c.alterOffsets(farGroup, farTopic, map[int32]int64{0: 0})
+		wantTopLevel(t, "AlterShareGroupOffsets", ar.ErrorCode, ar.ErrorMessage, len(ar.Topics), kerr.UnsupportedVersion, "The version of API is not supported.")
+		dr := c.deleteOffsets(farGroup, farTopic)
+		wantTopLevel(t, "DeleteShareGroupOffsets", dr.ErrorCode, dr.ErrorMessage, len(dr.Topics), kerr.UnsupportedVersion, "The version of API is not supported.")
+
+		// Enabled again: the member rejoins and consumes.
+		c.setShareVersion(1)
+		c.joinUntilAssigned(farGroup, member, []string{farTopic}, assignment{topicID: {0}})
+		if d := c.describe(false, farGroup).Groups[0]; d.ErrorCode != 0 || len(d.Members) != 1 {
+			t.Fatalf("ShareGroupDescribe after re-enabling: %+v", d)
+		}
+		s := &session{t: t, c: e.dial(), group: farGroup, member: member}
+		wantFetchOK(t, s.fetch(fetchReq{parts: []tip{{topicID, 0}}, maxWaitMs: -1}), defaultLockMs)
+		e.produce(farTopic, 0, 3)
+		r := s.fetch(fetchReq{parts: []tip{{topicID, 0}}})
+		wantAcquired(t, r, tip{topicID, 0}, acq{0, 2, 1})
 	})
 }
 

@@ -6,6 +6,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// AllGroupOperations is every operation Kafka defines on a GROUP resource (READ, DELETE,
+// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS) as a bit set of AclOperation codes: what Kafka
+// reports as a group's authorized operations when no authorizer is configured
+// (AuthHelper.authorizedOperations).
+const AllGroupOperations = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
+
 // describe answers one group of DescribeGroups (GroupMetadataManager.describeGroups).
 func (s *shard) describe(id string, version int16) kmsg.DescribeGroupsResponseGroup {
 	r := kmsg.NewDescribeGroupsResponseGroup()

@@ -370,8 +370,11 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, version int16, req *km
 			dg = kmsg.NewDescribeGroupsResponseGroup()
 			dg.Group, dg.ErrorCode = id, errCoordinatorNotAvail
 		}
-		if req.IncludeAuthorizedOperations {
-			dg.AuthorizedOperations = -2147483648 // no authorizer: operations not computed
+		if version >= 3 && req.IncludeAuthorizedOperations && dg.ErrorCode == 0 {
+			// KafkaApis.handleDescribeGroupsRequest fills them in for the groups described
+			// without error (a missing group below v6 included); exactq has no authorizer,
+			// so every operation is allowed. Otherwise the field keeps its default, INT32_MIN.
+			dg.AuthorizedOperations = AllGroupOperations
 		}
 		r.Groups = append(r.Groups, dg)
 	}
