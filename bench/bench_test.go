@@ -17,16 +17,7 @@ func TestSuiteSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the broker")
 	}
-	root, err := brokerproc.ModuleRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "exactq")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := brokerproc.Build(ctx, root, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin, ctx := buildExactq(t)
 	s := Suite{
 		Targets:    []Target{{Name: "exactq", Binary: bin, Fsync: "always", TempDir: t.TempDir()}, {Name: "exactq", Binary: bin, Fsync: "never", TempDir: t.TempDir()}},
 		Partitions: []int32{1, 3},
@@ -98,16 +89,7 @@ func TestShareSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the broker")
 	}
-	root, err := brokerproc.ModuleRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "exactq")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := brokerproc.Build(ctx, root, bin); err != nil {
-		t.Fatal(err)
-	}
+	bin, ctx := buildExactq(t)
 	s := Suite{
 		Targets:    []Target{{Name: "exactq", Binary: bin, Fsync: "always", TempDir: t.TempDir()}},
 		Partitions: []int32{1},
@@ -149,4 +131,70 @@ func TestShareSmoke(t *testing.T) {
 	if sr.Records != 300 || sr.Bytes != 3000 || sr.Duplicates != 0 || sr.Deliveries != 300 || sr.PerConsumer[0]+sr.PerConsumer[1] != 300 {
 		t.Errorf("share: %+v, want 300 records (3000 bytes) each delivered once", sr)
 	}
+	// The drained probe sees records that are left: ten more, not consumed.
+	if _, err := Produce(ctx, ProduceConfig{Brokers: []string{p.Addr}, Topic: "q", Partitions: 2, Records: 10, RecordBytes: 10}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := probeShareDrained(ctx, []string{p.Addr}, "g", "q", []int32{0, 1}, time.Second)
+	if err != nil || len(got) != 10 {
+		t.Errorf("probe of a group with 10 records left: acquired %v, %v", got, err)
+	}
+}
+
+// TestSuiteWorkloadsSmoke runs P4-P7 on a freshly built exactq at tiny sizes: the pipelines
+// must commit exactly one output per input, P6 must receive every record and P7 must
+// restart into the in-flight state it built; it never checks how fast.
+func TestSuiteWorkloadsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker")
+	}
+	bin, ctx := buildExactq(t)
+	s := Suite{
+		Targets:   []Target{{Name: "exactq", Binary: bin, Fsync: "never", TempDir: t.TempDir()}},
+		Workloads: []string{P4, P5, P6, P7},
+		Records:   2000, RecordBytes: 100, Consumers: []int{2},
+		LatencyRate: 2000, LatencyRecords: 1000,
+		Restart: RestartConfig{LogBytes: 1 << 20, InFlight: 400, Locks: 200},
+	}
+	rows, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckComplete(&s, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		switch r.WorkloadID() {
+		case P4, P5:
+			if r.Records != 2000 || r.Commits == 0 || r.P50 <= 0 || r.P50 > r.P99 {
+				t.Errorf("pipeline row: %+v", r)
+			}
+		case P6:
+			if r.Records != 1000 || r.Rate != 2000 || r.P50 <= 0 || r.P50 > r.P99 || r.Duplicates != 0 {
+				t.Errorf("latency row: %+v", r)
+			}
+		case P7:
+			rr := r.Restart
+			if rr == nil || rr.InFlight < 400 || rr.Serving <= 0 || rr.FirstFetch < rr.Serving || rr.Loaded < rr.FirstFetch || rr.RSSLoaded <= 0 {
+				t.Errorf("restart row: %+v %+v", r, rr)
+			}
+		}
+	}
+}
+
+// buildExactq builds ./cmd/exactq into a temporary directory; ctx ends with the test (at
+// most 5 minutes).
+func buildExactq(t *testing.T) (string, context.Context) {
+	t.Helper()
+	root, err := brokerproc.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "exactq")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	if err := brokerproc.Build(ctx, root, bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin, ctx
 }

@@ -30,7 +30,7 @@ func startKafka(ctx context.Context, tmp string, warm int, size int, log io.Writ
 		return Target{}, nil, err
 	}
 	stop := func() { b.Stop(); os.RemoveAll(dir) }
-	tg := Target{Name: KafkaTarget, Brokers: []string{b.Addr}, Pid: b.Pid}
+	tg := Target{Name: KafkaTarget, Brokers: []string{b.Addr}, Pid: b.Pid, Kafka: true, TempDir: tmp}
 	if warm > 0 {
 		if log != nil {
 			fmt.Fprintf(log, "warming up Kafka's JVM: produce and consume %d × %d B\n", warm, size)

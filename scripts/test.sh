@@ -14,6 +14,10 @@ fi
 go vet ./...
 go test -count=1 -timeout 40m ./...
 
+# Side-by-side smoke: every bench workload (P1-P7) at tiny sizes against exactq and Apache
+# Kafka 4.4 (jars via Maven on first use); fails if a workload breaks, never on speed.
+[ "${EXACTQ_SKIP_BENCH_SMOKE:-0}" = 1 ] || go run ./bench/cmd/exactq-bench -build -kafka -fsync always,never -smoke suite
+
 if [ -x crashtest/fuzz-smoke.sh ]; then
   FUZZTIME="${FUZZTIME:-5s}" crashtest/fuzz-smoke.sh
 fi

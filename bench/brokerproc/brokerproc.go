@@ -66,6 +66,9 @@ type Options struct {
 	Fsync    string // always or never; empty: the broker's default
 	LogLevel string // empty: info; must be info or debug, or the serving line is not logged
 	Args     []string
+	// Env is added to the broker's environment (e.g. EXACTQ_PPROF_LISTEN=addr for
+	// bench/cmd/exactq-pprof).
+	Env []string
 	// Echo, when set, receives every stderr line of the broker as it arrives.
 	Echo io.Writer
 	// StartTimeout bounds the wait for the serving line (default 60s: recovery of a large
@@ -106,6 +109,9 @@ func Start(opts Options) (*Process, error) {
 	}
 	args = append(args, opts.Args...)
 	cmd := exec.Command(opts.Binary, args...)
+	if len(opts.Env) > 0 {
+		cmd.Env = append(os.Environ(), opts.Env...)
+	}
 	cmd.Stdout = io.Discard
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

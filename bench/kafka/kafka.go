@@ -105,6 +105,12 @@ type Options struct {
 	Props        map[string]string
 	Log          io.Writer // progress lines (resolving, formatting, started); nil for none
 	StartTimeout time.Duration
+	// Existing restarts Kafka on a Dir an earlier StartBroker formatted and stopped: no
+	// format, the same server.properties (so the same ports) and data. Props are ignored.
+	Existing bool
+	// NoWait returns as soon as the JVM is started, without waiting until it serves; the
+	// caller polls (WaitReady, or its own requests) and Started is when the JVM was launched.
+	NoWait bool
 }
 
 // Broker is a running single-node Kafka (broker and controller in one process).
@@ -112,7 +118,8 @@ type Broker struct {
 	Addr    string // bootstrap address, 127.0.0.1:port
 	Pid     int
 	Dir     string
-	Elapsed time.Duration // from format to serving
+	Elapsed time.Duration // from format (or, with Existing, from launch) to serving; 0 with NoWait
+	Started time.Time     // when the JVM was launched
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -171,31 +178,17 @@ func StartBroker(ctx context.Context, opts Options) (*Broker, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	props := ServerProperties(filepath.Join(dir, "data"), ports[0], ports[1])
-	for k, v := range opts.Props {
-		props[k] = v
-	}
 	propsPath := filepath.Join(dir, "server.properties")
-	if err := writeProperties(propsPath, props); err != nil {
-		return nil, err
-	}
 	log4j := filepath.Join(dir, "log4j2.yaml")
-	if err := os.WriteFile(log4j, []byte(log4jConfig(filepath.Join(dir, "server.log"))), 0o644); err != nil {
+	addr, err := "", error(nil)
+	if opts.Existing {
+		if addr, err = listenAddr(propsPath); err != nil {
+			return nil, err
+		}
+	} else if addr, err = format(ctx, java, libs, dir, propsPath, log4j, opts.Props); err != nil {
 		return nil, err
 	}
 	cp := filepath.Join(libs, "*")
-
-	// Format the KRaft metadata and data directory (kafka-storage.sh format).
-	fmtCmd := exec.CommandContext(ctx, java, "-cp", cp, "-Dlog4j2.configurationFile="+log4j,
-		"kafka.tools.StorageTool", "format", "--config", propsPath, "--cluster-id", clusterID())
-	if out, err := fmtCmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("kafka: format %s: %w\n%s", dir, err, out)
-	}
 
 	args := append(append([]string{}, opts.JVM...), "-Dlog4j2.configurationFile="+log4j, "-cp", cp, "kafka.Kafka", propsPath)
 	cmd := exec.Command(java, args...)
@@ -210,14 +203,20 @@ func StartBroker(ctx context.Context, opts Options) (*Broker, error) {
 		out.Close()
 		return nil, err
 	}
-	b := &Broker{Addr: addr, Pid: cmd.Process.Pid, Dir: dir, cmd: cmd, done: make(chan struct{})}
+	b := &Broker{Addr: addr, Pid: cmd.Process.Pid, Dir: dir, Started: time.Now(), cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); out.Close(); close(b.done) }()
 	if opts.Log != nil {
 		fmt.Fprintf(opts.Log, "starting Apache Kafka %s (pid %d) on %s in %s\n", opts.Version, b.Pid, addr, dir)
 	}
-	if err := b.waitReady(ctx, opts.StartTimeout); err != nil {
+	if opts.NoWait {
+		return b, nil
+	}
+	if err := b.WaitReady(ctx, opts.StartTimeout); err != nil {
 		b.Stop()
-		return nil, fmt.Errorf("kafka: %w\n%s", err, tail(filepath.Join(dir, "stdout.log"), filepath.Join(dir, "server.log")))
+		return nil, err
+	}
+	if opts.Existing {
+		t0 = b.Started
 	}
 	b.Elapsed = time.Since(t0)
 	if opts.Log != nil {
@@ -226,7 +225,15 @@ func StartBroker(ctx context.Context, opts Options) (*Broker, error) {
 	return b, nil
 }
 
-// waitReady waits until the broker answers a metadata request that lists itself.
+// WaitReady waits until the broker answers a metadata request (polling every 200 ms); on
+// failure the error carries the tail of Kafka's logs.
+func (b *Broker) WaitReady(ctx context.Context, timeout time.Duration) error {
+	if err := b.waitReady(ctx, timeout); err != nil {
+		return fmt.Errorf("kafka: %w\n%s", err, tail(filepath.Join(b.Dir, "stdout.log"), filepath.Join(b.Dir, "server.log")))
+	}
+	return nil
+}
+
 func (b *Broker) waitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -302,6 +309,46 @@ func ServerProperties(dataDir string, port, controllerPort int) map[string]strin
 		"group.initial.rebalance.delay.ms":                 "0",
 		"auto.create.topics.enable":                        "false",
 	}
+}
+
+// format writes server.properties (on free loopback ports) and the log4j2 config into dir
+// and formats the KRaft data directory (kafka-storage.sh format); it returns the bootstrap
+// address.
+func format(ctx context.Context, java, libs, dir, propsPath, log4j string, extra map[string]string) (string, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return "", err
+	}
+	props := ServerProperties(filepath.Join(dir, "data"), ports[0], ports[1])
+	for k, v := range extra {
+		props[k] = v
+	}
+	if err := writeProperties(propsPath, props); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(log4j, []byte(log4jConfig(filepath.Join(dir, "server.log"))), 0o644); err != nil {
+		return "", err
+	}
+	fmtCmd := exec.CommandContext(ctx, java, "-cp", filepath.Join(libs, "*"), "-Dlog4j2.configurationFile="+log4j,
+		"kafka.tools.StorageTool", "format", "--config", propsPath, "--cluster-id", clusterID())
+	if out, err := fmtCmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("kafka: format %s: %w\n%s", dir, err, out)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0]), nil
+}
+
+// listenAddr reads the PLAINTEXT listener of an existing server.properties.
+func listenAddr(propsPath string) (string, error) {
+	b, err := os.ReadFile(propsPath)
+	if err != nil {
+		return "", fmt.Errorf("kafka: Existing needs a formatted directory: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "advertised.listeners=PLAINTEXT://"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("kafka: no advertised.listeners in %s", propsPath)
 }
 
 func writeProperties(path string, props map[string]string) error {

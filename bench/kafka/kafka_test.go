@@ -37,24 +37,24 @@ func TestServerProperties(t *testing.T) {
 	}
 }
 
-// TestSideBySideSmoke is the smoke version of the side-by-side run: it resolves Apache
-// Kafka 4.4 with Maven (first run only), starts it and a freshly built exactq, runs a tiny
-// produce + consume once per target and checks the ratio table. It needs Java 17+, Maven
-// and network access the first time, so it only runs with EXACTQ_KAFKA_SMOKE=1.
+// TestSideBySideSmoke is the smoke version of the side-by-side run (what scripts/test.sh
+// runs through the command line): it resolves Apache Kafka 4.4 with Maven (first run only),
+// starts it and a freshly built exactq, runs every workload P1-P7 once per target at tiny
+// sizes and fails unless each measured every target it applies to. It needs Java 17+,
+// Maven and network access the first time, so it only runs with EXACTQ_KAFKA_SMOKE=1.
 func TestSideBySideSmoke(t *testing.T) {
 	if os.Getenv("EXACTQ_KAFKA_SMOKE") != "1" {
 		t.Skip("set EXACTQ_KAFKA_SMOKE=1 to start Apache Kafka (needs java and mvn)")
 	}
 	start := time.Now()
 	var out, errs bytes.Buffer
-	code := bench.Main([]string{"-build", "-kafka", "-kafka-warmup", "20000", "-fsync", "always,never",
-		"-partitions", "1,8", "-records", "20000", "-runs", "1", "-tmp", t.TempDir(), "-timeout", "4m"}, &out, &errs)
+	code := bench.Main([]string{"-build", "-kafka", "-fsync", "always,never", "-smoke", "-tmp", t.TempDir(), "-out", t.TempDir(), "suite"}, &out, &errs)
 	t.Logf("took %v\n%s", time.Since(start).Round(time.Second), out.String())
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errs.String())
 	}
-	for _, want := range []string{"| kafka-4.4 | - | 1 | 1 | produce |", "| kafka-4.4 | - | 8 | 1 | consume |",
-		"| produce | 8 | exactq fsync always |", "| consume | 1 | exactq fsync never |"} {
+	for _, want := range []string{"| P1 produce, 8 partitions | kafka-4.4 |", "| P3 share, 4 consumers | exactq fsync never |",
+		"| P5 eos-share | exactq fsync always |", "| P7 restart | kafka-4.4 |", "## Targets"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
