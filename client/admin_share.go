@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -134,4 +137,98 @@ func (a *Admin) DescribeShareGroupOffsets(ctx context.Context, group string) (ma
 		return nil, fmt.Errorf("group %s: %w", group, err)
 	}
 	return out, firstErr(out, func(o ShareGroupOffset) error { return o.Err })
+}
+
+// AlterShareGroupOffsets sets the start offset (SPSO) of share partitions of an empty share
+// group (AlterShareGroupOffsets, KIP-932): each partition's share state starts over at the
+// given offset, nothing in flight, so the group's next fetch starts there. -1 applies the
+// group's share.auto.offset.reset. A missing group is created. The group must have no
+// members (kerr.NonEmptyGroup); the result has each partition's error (nil: done,
+// kerr.UnknownTopicOrPartition for one that does not exist), and the error joins them.
+func (a *Admin) AlterShareGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) (map[TopicPartition]error, error) {
+	out := map[TopicPartition]error{}
+	errs := a.byCoordinator(ctx, coordinatorGroup, []string{group}, func(ctx context.Context, node int32, _ []string) (map[string]error, error) {
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = group
+		byTopic := map[string]int{}
+		for _, tp := range sortTPs(slices.Collect(maps.Keys(offsets))) {
+			i, ok := byTopic[tp.Topic]
+			if !ok {
+				rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+				rt.Topic = tp.Topic
+				req.Topics = append(req.Topics, rt)
+				i = len(req.Topics) - 1
+				byTopic[tp.Topic] = i
+			}
+			rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+			rp.Partition, rp.StartOffset = tp.Partition, offsets[tp]
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		}
+		resp, err := a.cl.do(ctx, broker(node), req)
+		if err != nil {
+			return nil, err
+		}
+		r := resp.(*kmsg.AlterShareGroupOffsetsResponse)
+		clear(out)
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				out[TopicPartition{t.Topic, p.Partition}] = kerrWithMessage(p.ErrorCode, p.ErrorMessage)
+			}
+		}
+		return map[string]error{group: kerrWithMessage(r.ErrorCode, r.ErrorMessage)}, nil
+	})
+	if err := errs[group]; err != nil {
+		return nil, fmt.Errorf("group %s: %w", group, err)
+	}
+	return out, joinTPErrors(out)
+}
+
+// DeleteShareGroupOffsets deletes the share state of topics in an empty share group
+// (DeleteShareGroupOffsets, KIP-932): the group forgets where it was, and its next member
+// starts those topics again from share.auto.offset.reset. The group must exist
+// (kerr.GroupIDNotFound) and have no members (kerr.NonEmptyGroup); the result has each
+// topic's error (kerr.UnknownTopicOrPartition for a missing topic or one without offsets),
+// and the error joins them.
+func (a *Admin) DeleteShareGroupOffsets(ctx context.Context, group string, topics ...string) (map[string]error, error) {
+	out := map[string]error{}
+	errs := a.byCoordinator(ctx, coordinatorGroup, []string{group}, func(ctx context.Context, node int32, _ []string) (map[string]error, error) {
+		req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+		req.GroupID = group
+		for _, t := range dedupe(topics) {
+			rt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+			rt.Topic = t
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := a.cl.do(ctx, broker(node), req)
+		if err != nil {
+			return nil, err
+		}
+		r := resp.(*kmsg.DeleteShareGroupOffsetsResponse)
+		clear(out)
+		for _, t := range r.Topics {
+			out[t.Topic] = kerrWithMessage(t.ErrorCode, t.ErrorMessage)
+		}
+		return map[string]error{group: kerrWithMessage(r.ErrorCode, r.ErrorMessage)}, nil
+	})
+	if err := errs[group]; err != nil {
+		return nil, fmt.Errorf("group %s: %w", group, err)
+	}
+	var joined []error
+	for _, t := range dedupe(topics) {
+		if err := out[t]; err != nil {
+			joined = append(joined, fmt.Errorf("%s: %w", t, err))
+		}
+	}
+	return out, errors.Join(joined...)
+}
+
+// joinTPErrors joins the errors of a per-partition result, each naming its partition.
+func joinTPErrors(m map[TopicPartition]error) error {
+	var joined []error
+	for _, tp := range sortTPs(slices.Collect(maps.Keys(m))) {
+		if err := m[tp]; err != nil {
+			joined = append(joined, fmt.Errorf("%s[%d]: %w", tp.Topic, tp.Partition, err))
+		}
+	}
+	return errors.Join(joined...)
 }

@@ -23,6 +23,9 @@ const shareUsage = `Usage:
                        [-n N] [--format TEMPLATE] [--from-earliest]
   exactq share describe GROUP... [--records --admin http://HOST:PORT]
   exactq share list [--state STATE ...] [-v]
+  exactq share reset-offsets -g GROUP --topic TOPIC[:P,P...] (--to-offset N | --to-earliest | --to-latest)
+                             [--dry-run]
+  exactq share delete-offsets -g GROUP --topic TOPIC [--topic TOPIC ...]
 
 Flags (every subcommand):
   -b, --brokers host:port[,...]   bootstrap brokers (default 127.0.0.1:9092)
@@ -32,6 +35,7 @@ Flags (every subcommand):
 func runShare(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	return dispatch(ctx, "share", shareUsage, []subcommand{
 		{"consume", shareConsume}, {"describe", quiet(shareDescribe)}, {"list", quiet(shareList)},
+		{"reset-offsets", quiet(shareResetOffsets)}, {"delete-offsets", quiet(shareDeleteOffsets)},
 	}, args, stdout, stderr)
 }
 
@@ -546,6 +550,211 @@ Prints every share group name, one a line, sorted.
 	fmt.Fprintln(tw, "GROUP\tSTATE\tCOORDINATOR")
 	for _, g := range groups {
 		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Group, orDash(g.State), g.Coordinator)
+	}
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+const shareResetOffsetsUsage = `Usage: exactq share reset-offsets -g GROUP --topic TOPIC[:P,P...] TARGET [flags]
+
+Sets where share group GROUP starts reading the topic's partitions (their share-partition
+start offset, AlterShareGroupOffsets): every record before it counts as done, every record
+from it on is delivered again, and whatever the group had in flight is forgotten. The
+group must have no members (stop its consumers first); a group that does not exist yet is
+created. Prints GROUP TOPIC PARTITION NEW-START-OFFSET per partition.
+
+TARGET is one of:
+      --to-offset N         offset N in every partition
+      --to-earliest         each partition's log start offset
+      --to-latest           each partition's end: only records produced from now on
+
+  -g, --group GROUP         the share group (required)
+      --topic TOPIC[:P,...] the topic (required; repeatable), optionally only partitions P
+      --dry-run             print the new start offsets without setting them
+  -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
+`
+
+// shareResetOffsets runs "exactq share reset-offsets" (kafka-share-groups.sh
+// --reset-offsets, which resolves --to-earliest and --to-latest with ListOffsets too).
+func shareResetOffsets(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newCmdFlags("share reset-offsets", shareResetOffsetsUsage, stdout)
+	var group, toOffset string
+	var topics listFlag
+	var earliest, latest, dryRun bool
+	f.StringVar(&group, "g", "", "")
+	f.StringVar(&group, "group", "", "")
+	f.Var(&topics, "topic", "")
+	f.StringVar(&toOffset, "to-offset", "", "")
+	f.BoolVar(&earliest, "to-earliest", false, "")
+	f.BoolVar(&latest, "to-latest", false, "")
+	f.BoolVar(&dryRun, "dry-run", false, "")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if group == "" || len(topics) == 0 {
+		return usagef("--group and --topic are required")
+	}
+	targets := 0
+	for _, set := range []bool{toOffset != "", earliest, latest} {
+		if set {
+			targets++
+		}
+	}
+	if targets != 1 {
+		return usagef("give exactly one of --to-offset N, --to-earliest, --to-latest")
+	}
+	var offset int64
+	if toOffset != "" {
+		n, err := strconv.ParseInt(toOffset, 10, 64)
+		if err != nil || n < 0 {
+			return usagef("--to-offset %q: want an offset (0 or more)", toOffset)
+		}
+		offset = n
+	}
+	adm, err := newAdmin(f)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	parts, err := shareTopicPartitions(ctx, adm, topics)
+	if err != nil {
+		return err
+	}
+	starts := make(map[client.TopicPartition]int64, len(parts))
+	if earliest || latest {
+		spec := int64(-2)
+		if latest {
+			spec = -1
+		}
+		specs := make(map[client.TopicPartition]int64, len(parts))
+		for _, tp := range parts {
+			specs[tp] = spec
+		}
+		listed, err := adm.ListOffsets(ctx, client.ReadUncommitted, specs)
+		if err != nil {
+			return fmt.Errorf("list offsets: %w", err)
+		}
+		for tp, l := range listed {
+			starts[tp] = l.Offset
+		}
+	} else {
+		for _, tp := range parts {
+			starts[tp] = offset
+		}
+	}
+	var results map[client.TopicPartition]error
+	if !dryRun {
+		results, err = adm.AlterShareGroupOffsets(ctx, group, starts)
+		if results == nil {
+			return err
+		}
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEW-START-OFFSET")
+	for _, tp := range parts {
+		if rerr := results[tp]; rerr != nil {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t- (%v)\n", group, tp.Topic, tp.Partition, rerr)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", group, tp.Topic, tp.Partition, starts[tp])
+	}
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// shareTopicPartitions expands --topic values (TOPIC or TOPIC:P,P) to partitions, sorted;
+// a bare topic is every partition it has.
+func shareTopicPartitions(ctx context.Context, adm *client.Admin, topics []string) ([]client.TopicPartition, error) {
+	var out []client.TopicPartition
+	var whole []string
+	for _, t := range topics {
+		name, list, ok := strings.Cut(t, ":")
+		if name == "" {
+			return nil, usagef("--topic %q: want TOPIC or TOPIC:P,P", t)
+		}
+		if !ok {
+			whole = append(whole, name)
+			continue
+		}
+		for _, p := range splitList([]string{list}) {
+			n, err := strconv.ParseInt(p, 10, 32)
+			if err != nil || n < 0 {
+				return nil, usagef("--topic %q: partition %q is not a partition number", t, p)
+			}
+			out = append(out, client.TopicPartition{Topic: name, Partition: int32(n)})
+		}
+	}
+	if len(whole) > 0 {
+		details, err := adm.DescribeTopics(ctx, whole...)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range details {
+			for _, p := range d.Partitions {
+				out = append(out, client.TopicPartition{Topic: d.Name, Partition: p.Partition})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+const shareDeleteOffsetsUsage = `Usage: exactq share delete-offsets -g GROUP --topic TOPIC [--topic TOPIC ...] [flags]
+
+Deletes share group GROUP's state for the topics (DeleteShareGroupOffsets): the group
+forgets where it was, and its next member starts them again from the group's
+share.auto.offset.reset (latest unless set). The group must exist and have no members.
+Prints TOPIC STATUS per topic.
+
+  -g, --group GROUP         the share group (required)
+      --topic TOPIC         a topic (required; repeatable or comma-separated)
+  -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
+`
+
+// shareDeleteOffsets runs "exactq share delete-offsets" (kafka-share-groups.sh
+// --delete-offsets).
+func shareDeleteOffsets(ctx context.Context, args []string, stdout io.Writer) error {
+	f := newCmdFlags("share delete-offsets", shareDeleteOffsetsUsage, stdout)
+	var group string
+	var topics listFlag
+	f.StringVar(&group, "g", "", "")
+	f.StringVar(&group, "group", "", "")
+	f.Var(&topics, "topic", "")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	names := splitList(topics)
+	if group == "" || len(names) == 0 {
+		return usagef("--group and --topic are required")
+	}
+	adm, err := newAdmin(f)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	results, err := adm.DeleteShareGroupOffsets(ctx, group, names...)
+	if results == nil {
+		return err
+	}
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "TOPIC\tSTATUS")
+	for _, t := range names {
+		status := "Successful"
+		if rerr, ok := results[t]; !ok {
+			status = "Error: no answer for the topic"
+		} else if rerr != nil {
+			status = "Error: " + rerr.Error()
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", t, status)
 	}
 	if ferr := tw.Flush(); err == nil {
 		err = ferr

@@ -306,6 +306,14 @@ func TestShareUsageErrors(t *testing.T) {
 		{"describe", "g", "--records"},
 		{"describe", "g", "--admin", "ftp://host:1"},
 		{"list", "extra"},
+		{"reset-offsets", "-g", "g", "--to-earliest"},
+		{"reset-offsets", "--topic", "t", "--to-earliest"},
+		{"reset-offsets", "-g", "g", "--topic", "t"},
+		{"reset-offsets", "-g", "g", "--topic", "t", "--to-earliest", "--to-latest"},
+		{"reset-offsets", "-g", "g", "--topic", "t", "--to-offset", "-3"},
+		{"reset-offsets", "-g", "g", "--topic", "t:x", "--to-offset", "3"},
+		{"delete-offsets", "-g", "g"},
+		{"delete-offsets", "--topic", "t"},
 	} {
 		// No broker is needed: the port is never dialled.
 		_, _, err := run(t, t.Context(), runShare, "", append(args, "-b", "127.0.0.1:1")...)
@@ -340,5 +348,75 @@ func TestShareUsageErrors(t *testing.T) {
 		if !errors.Is(err, errHelp) || exitCode("share", err, io.Discard) != 0 || out != tc.want {
 			t.Errorf("share %v: %v, %q", tc.args, err, out)
 		}
+	}
+}
+
+// reset-offsets moves an empty share group's start offset (--to-offset, --to-earliest,
+// --to-latest, --dry-run changing nothing) and delete-offsets forgets it; both refuse a
+// group with members.
+func TestShareResetAndDeleteOffsets(t *testing.T) {
+	tb := testbroker.Start(t, testbroker.WithConfig(fastShareConfig))
+	b := []string{"-b", tb.Addr}
+	createTopic(t, tb.Addr, "jobs", 2)
+	mustRun(t, runProduce, "a\nb\nc\nd\n", "jobs", "-b", tb.Addr, "--partition", "0")
+	mustRun(t, runShare, "", append([]string{"consume", "jobs", "-g", "workers", "--from-earliest", "-n", "4", "-q"}, b...)...)
+	startOf := func(p string) string {
+		t.Helper()
+		got := shareRows(t, mustRun(t, runShare, "", append([]string{"describe", "workers"}, b...)...))["jobs "+p]
+		if len(got) == 0 {
+			return "-"
+		}
+		return got[0]
+	}
+	if got := startOf("0"); got != "4" {
+		t.Fatalf("start offset after consuming: %s", got)
+	}
+	out := mustRun(t, runShare, "", append([]string{"reset-offsets", "-g", "workers", "--topic", "jobs:0", "--to-offset", "1", "--dry-run"}, b...)...)
+	if rows := fieldRows(out); len(rows) != 2 || strings.Join(rows[1], " ") != "workers jobs 0 1" || startOf("0") != "4" {
+		t.Fatalf("dry run: %q, start offset %s", out, startOf("0"))
+	}
+	out = mustRun(t, runShare, "", append([]string{"reset-offsets", "-g", "workers", "--topic", "jobs:0", "--to-offset", "1"}, b...)...)
+	if rows := fieldRows(out); len(rows) != 2 || strings.Join(rows[0], " ") != "GROUP TOPIC PARTITION NEW-START-OFFSET" || startOf("0") != "1" {
+		t.Fatalf("reset to 1: %q, start offset %s", out, startOf("0"))
+	}
+	out = mustRun(t, runShare, "", append([]string{"consume", "jobs", "-g", "workers", "-n", "3", "--format", `%d %v\n`, "-q"}, b...)...)
+	if out != "1 b\n1 c\n1 d\n" {
+		t.Fatalf("consume after the reset: %q", out)
+	}
+	mustRun(t, runShare, "", append([]string{"reset-offsets", "-g", "workers", "--topic", "jobs", "--to-earliest"}, b...)...)
+	if startOf("0") != "0" || startOf("1") != "0" {
+		t.Fatalf("to-earliest: %s %s", startOf("0"), startOf("1"))
+	}
+	mustRun(t, runShare, "", append([]string{"reset-offsets", "-g", "workers", "--topic", "jobs", "--to-latest"}, b...)...)
+	if startOf("0") != "4" || startOf("1") != "0" {
+		t.Fatalf("to-latest: %s %s", startOf("0"), startOf("1"))
+	}
+
+	out = mustRun(t, runShare, "", append([]string{"delete-offsets", "-g", "workers", "--topic", "jobs"}, b...)...)
+	if rows := fieldRows(out); len(rows) != 2 || strings.Join(rows[1], " ") != "jobs Successful" {
+		t.Fatalf("delete-offsets: %q", out)
+	}
+	if got := startOf("0"); got != "-" {
+		t.Fatalf("start offset after delete-offsets: %s", got)
+	}
+	out, _, err := run(t, t.Context(), runShare, "", append([]string{"delete-offsets", "-g", "workers", "--topic", "jobs"}, b...)...)
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) || !strings.Contains(out, "There is no offset information to delete.") {
+		t.Fatalf("second delete-offsets: %v %q", err, out)
+	}
+
+	// A member in the group: both refused.
+	sc, err := client.NewShareConsumer(client.ShareConsumerConfig{Brokers: []string{tb.Addr}, Group: "workers", Topics: []string{"jobs"}, MaxWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(context.Background())
+	if _, err := sc.Poll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, t.Context(), runShare, "", append([]string{"reset-offsets", "-g", "workers", "--topic", "jobs", "--to-offset", "0"}, b...)...); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Errorf("reset with a member: %v", err)
+	}
+	if _, _, err := run(t, t.Context(), runShare, "", append([]string{"delete-offsets", "-g", "workers", "--topic", "jobs"}, b...)...); !errors.Is(err, kerr.NonEmptyGroup) {
+		t.Errorf("delete with a member: %v", err)
 	}
 }
