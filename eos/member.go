@@ -33,6 +33,7 @@ type member struct {
 
 	inTxn    bool
 	polled   []*client.Record
+	acked    int // inputs of polled acknowledged
 	unstaged ackSet
 	txn      *txnCounts
 	// inputs counts the records polled since the last commit or abort.
@@ -98,7 +99,7 @@ func (m *member) held() bool { return len(m.polled) > 0 || m.unstaged.len() > 0 
 // poll returns the next inputs. The previous poll's inputs must have been collected.
 func (m *member) poll(ctx context.Context) ([]*client.Record, error) {
 	recs, err := m.consumer.Poll(ctx)
-	m.polled = recs
+	m.polled, m.acked = recs, 0
 	m.inputs += len(recs)
 	return recs, err
 }
@@ -131,10 +132,19 @@ func (m *member) acknowledge(r *client.Record, reject bool) error {
 	t := client.AckAccept
 	if reject {
 		t = client.AckReject
+	}
+	if err := m.consumer.Acknowledge(r, t); err != nil {
+		return err
+	}
+	m.acked++
+	if reject {
 		m.txn.rejected++
 	}
-	return m.consumer.Acknowledge(r, t)
+	return nil
 }
+
+// unacknowledged is the number of inputs of the last poll not acknowledged yet.
+func (m *member) unacknowledged() int { return len(m.polled) - m.acked }
 
 // collect takes the acknowledgements of the last poll out of the consumer, so that the
 // next poll does not send them outside the transaction. Every polled input must have been
@@ -145,7 +155,7 @@ func (m *member) collect() error {
 		return err
 	}
 	m.unstaged.add(acks)
-	m.polled = nil
+	m.polled, m.acked = nil, 0
 	return nil
 }
 
@@ -257,8 +267,14 @@ func (m *member) abortTxn(ctx context.Context) error {
 		return nil
 	}
 	m.inTxn = false
-	if !m.broken && m.note(m.producer.AbortTransaction(ctx)) == nil {
-		return nil
+	for try := 0; !m.broken && try < 3; try++ {
+		err := m.note(m.producer.AbortTransaction(ctx))
+		if err == nil {
+			return nil
+		}
+		if !resumable(err) || sleep(ctx, m.cfg.backoff) != nil {
+			break
+		}
 	}
 	// Fenced, the coordinator unreachable, or EndTxn(commit) already sent: a new
 	// instance settles the transaction (its InitTransactions aborts it, or waits for the

@@ -80,28 +80,15 @@ type RunnerConfig struct {
 	OnAbort  func(*AbortError)
 }
 
-const (
-	defaultCommitRecords  = 500
-	defaultCommitInterval = 100 * time.Millisecond
-	defaultMaxPoll        = 500
-	defaultTxnTimeout     = time.Minute
-	defaultShutdown       = 30 * time.Second
-	defaultBackoff        = 250 * time.Millisecond
-	maxWorkers            = 1024
-)
-
 // withDefaults validates cfg and fills in the defaults.
 func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	bad := func(format string, args ...any) (RunnerConfig, error) {
 		return cfg, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
+	if err := checkSource(cfg.Brokers, cfg.Group, cfg.Topics); err != nil {
+		return cfg, err
+	}
 	switch {
-	case len(cfg.Brokers) == 0:
-		return bad("Brokers is empty")
-	case cfg.Group == "":
-		return bad("Group is empty")
-	case len(cfg.Topics) == 0:
-		return bad("Topics is empty")
 	case cfg.TransactionalIDPrefix == "":
 		return bad("TransactionalIDPrefix is empty")
 	case cfg.Process == nil:
@@ -114,11 +101,6 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 		return bad("MaxPollRecords %d is negative", cfg.MaxPollRecords)
 	case cfg.CommitInterval < 0, cfg.TransactionTimeout < 0, cfg.ShutdownTimeout < 0, cfg.RetryBackoff < 0:
 		return bad("a duration is negative")
-	}
-	for i, t := range cfg.Topics {
-		if t == "" {
-			return bad("Topics[%d] is empty", i)
-		}
 	}
 	cfg.Workers = orDefault(cfg.Workers, 1)
 	cfg.CommitRecords = orDefault(cfg.CommitRecords, defaultCommitRecords)
@@ -133,14 +115,6 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	cfg.Brokers = append([]string(nil), cfg.Brokers...)
 	cfg.Topics = append([]string(nil), cfg.Topics...)
 	return cfg, nil
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // transactionalID is worker i's transactional id.

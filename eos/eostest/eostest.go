@@ -112,16 +112,25 @@ func Inputs(n int) []string {
 // Produce writes values to topic, round robin over its partitions, and waits for them.
 func Produce(t testing.TB, addr, topic string, partitions int32, values []string) {
 	t.Helper()
+	recs := make([]*client.Record, len(values))
+	for i, v := range values {
+		recs[i] = &client.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(v)}
+	}
+	ProduceRecords(t, addr, recs)
+}
+
+// ProduceRecords writes recs (each to its Topic and Partition) and waits for them.
+func ProduceRecords(t testing.TB, addr string, recs []*client.Record) {
+	t.Helper()
 	ctx := Context(t)
 	p := producer(t, addr)
-	errs := make(chan error, len(values))
-	for i, v := range values {
-		p.Produce(ctx, &client.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(v)},
-			func(_ *client.Record, err error) { errs <- err })
+	errs := make(chan error, len(recs))
+	for _, r := range recs {
+		p.Produce(ctx, r, func(_ *client.Record, err error) { errs <- err })
 	}
-	for range values {
+	for range recs {
 		if err := <-errs; err != nil {
-			t.Fatalf("produce to %s: %v", topic, err)
+			t.Fatalf("produce: %v", err)
 		}
 	}
 }
