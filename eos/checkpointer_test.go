@@ -224,6 +224,26 @@ func TestPreparedCheckpointSurvivesBrokerRestart(t *testing.T) {
 	checkExactlyOnce(t, b, inputs)
 }
 
+// A broker restart before PrepareCommit loses the inputs' acquisitions (ACQUIRED is not
+// persisted): PrepareCommit fails with ErrStage, Abort discards the outputs, and the inputs
+// are processed again in the next checkpoint.
+func TestBrokerRestartBeforePrepare(t *testing.T) {
+	b, inputs := ckptEnv(t)
+	c, _ := started(t, b.Addr, nil)
+	process(t, c, ckptN)
+	b.Restart()
+	ctx := eostest.Context(t)
+	if err := c.PrepareCommit(ctx); !errors.Is(err, eos.ErrStage) {
+		t.Fatalf("PrepareCommit after a broker restart: %v, want ErrStage", err)
+	}
+	if err := c.Abort(ctx); err != nil {
+		t.Fatalf("Abort: %v", err)
+	}
+	process(t, c, ckptN)
+	checkpoint(t, c)
+	checkExactlyOnce(t, b, inputs)
+}
+
 // Abort, before or after PrepareCommit, gives the checkpoint's inputs back at once.
 func TestCheckpointAbort(t *testing.T) {
 	b, inputs := ckptEnv(t)

@@ -244,11 +244,14 @@ func (m *member) abort(ctx context.Context) error {
 		return err
 	}
 	for try := 0; m.unstaged.len() > 0; try++ {
-		err := m.returnByStaging(ctx)
-		if err == nil || ctx.Err() != nil {
-			return err
+		stageErr, abortErr := m.returnByStaging(ctx)
+		if abortErr != nil {
+			return abortErr // the producer is gone: the owner must recover
 		}
-		if !isMemberFenced(err) || try == 2 {
+		if stageErr == nil || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !isMemberFenced(stageErr) || try == 2 {
 			break
 		}
 		if err := sleep(ctx, m.cfg.backoff); err != nil {
@@ -284,12 +287,12 @@ func (m *member) abortTxn(ctx context.Context) error {
 
 // returnByStaging stages the unstaged inputs in a fresh transaction and aborts it, which
 // makes them available again: the one way to give back records taken out of a consumer.
-func (m *member) returnByStaging(ctx context.Context) error {
+func (m *member) returnByStaging(ctx context.Context) (stageErr, abortErr error) {
 	if err := m.begin(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	err := m.stage(ctx)
-	return errors.Join(err, m.abortTxn(ctx))
+	stageErr = m.stage(ctx)
+	return stageErr, m.abortTxn(ctx)
 }
 
 // replaceProducer closes the producer and starts a new instance with the same
