@@ -37,6 +37,13 @@ const shareLockMs = 1000
 //   - renew: RENEW keeps a record away from another consumer for 3 lock durations and the
 //     final ACCEPT succeeds
 //   - record_limit: share.acquire.mode=record_limit never returns more than max.poll.records
+//   - offsets: Admin alterShareGroupOffsets / deleteShareGroupOffsets (GroupNotEmptyException
+//     with a member; per-partition and per-topic UnknownTopicOrPartitionException; the next
+//     consumer starts at the altered offset, then from share.auto.offset.reset after the
+//     delete) and deleteShareGroups
+//   - features: describeFeatures and updateFeatures (kafka-features.sh): share.version 2 and
+//     transaction.version 1 refused (InvalidUpdateVersionException), share.version 0 turns
+//     share RPCs into UnsupportedVersionException, 1 turns them back on
 func TestJavaShareConsumer(t *testing.T) {
 	java, cp, dir := buildJava(t)
 	tb := testbroker.Start(t, testbroker.WithConfig(shareBrokerConfig))

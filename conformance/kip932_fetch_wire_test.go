@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/txnshare"
 )
 
 const (
@@ -278,6 +280,10 @@ func TestShareFetchRequestIsInAccessibleWhenConfigsDisabled_7_1_1(t *testing.T) 
 		wantTopLevel(t, "AlterShareGroupOffsets", ar.ErrorCode, ar.ErrorMessage, len(ar.Topics), kerr.UnsupportedVersion, "The version of API is not supported.")
 		dr := c.deleteOffsets(farGroup, farTopic)
 		wantTopLevel(t, "DeleteShareGroupOffsets", dr.ErrorCode, dr.ErrorMessage, len(dr.Topics), kerr.UnsupportedVersion, "The version of API is not supported.")
+		// exactq's TxnShareAcknowledge (KIP-1289) answers as ShareAcknowledge does.
+		tx := "tx"
+		tr := c.roundTrip(&txnshare.Request{TransactionalID: &tx, ProducerID: 1, GroupID: farGroup, MemberID: member, MemberEpoch: 1}).(*txnshare.Response)
+		wantCode(t, "TxnShareAcknowledge", tr.ErrorCode, kerr.UnsupportedVersion)
 
 		// Enabled again: the member rejoins and consumes.
 		c.setShareVersion(1)

@@ -63,6 +63,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * final ACCEPT succeeds.
  * <li>record_limit: share.acquire.mode=record_limit never returns more than max.poll.records
  * from one 100-record batch.
+ * <li>offsets: Admin alterShareGroupOffsets and deleteShareGroupOffsets on an empty group (a
+ * group with a member is GroupNotEmptyException): the next consumer starts at the altered
+ * offset, and after the delete from share.auto.offset.reset again; deleteShareGroups.
+ * <li>features: Admin describeFeatures shows share.version 1; updateFeatures downgrades it to 0
+ * (share RPCs then fail with UnsupportedVersionException), refuses level 2, and upgrades it
+ * back.
  * </ul>
  * Prints "OK: Java share-group checks passed" on success; exits 1 with a "FAIL:" line otherwise.
  */
@@ -122,7 +128,7 @@ public final class ShareInterop {
             admin = ad;
             producer = pr;
             List<NewTopic> topics = new ArrayList<>();
-            for (String t : List.of("multi", "release", "reject", "lock", "limit", "renew", "rlimit")) {
+            for (String t : List.of("multi", "release", "reject", "lock", "limit", "renew", "rlimit", "offsets")) {
                 topics.add(new NewTopic("jsq-" + t, 1, (short) 1));
             }
             admin.createTopics(topics).all().get(30, TimeUnit.SECONDS);
@@ -133,6 +139,8 @@ public final class ShareInterop {
             timed("limit", ShareInterop::deliveryLimit);
             timed("renew", ShareInterop::renew);
             timed("record_limit", ShareInterop::recordLimit);
+            timed("offsets", ShareInterop::alterDeleteOffsets);
+            timed("features", ShareInterop::features); // last: it turns share groups off and on
         }
     }
 
@@ -505,6 +513,111 @@ public final class ShareInterop {
             expectOffsets(group, topic, n, 0);
             System.out.printf("record_limit: %d records in %d polls of at most %d%n", n, polls, max);
         }
+    }
+
+    /** Expects the future to fail with a cause of type want. */
+    static void expectFailure(org.apache.kafka.common.KafkaFuture<?> f, Class<? extends Throwable> want, String what) throws Exception {
+        try {
+            f.get(30, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            check(want.isInstance(e.getCause()), "%s: failed with %s, want %s", what, e.getCause(), want.getSimpleName());
+            return;
+        }
+        throw new Mismatch(what + ": succeeded, want " + want.getSimpleName());
+    }
+
+    /** Admin alterShareGroupOffsets, deleteShareGroupOffsets and deleteShareGroups. */
+    static void alterDeleteOffsets() throws Exception {
+        final String topic = "jsq-offsets", group = "jsq-offsets";
+        final TopicPartition tp = new TopicPartition(topic, 0);
+        groupConfig(group, Map.of("share.auto.offset.reset", "earliest"));
+        produce(topic, "o0", "o1", "o2", "o3", "o4");
+        try (KafkaShareConsumer<String, String> c = consumer(group, "jsq-offsets-a", true, 10)) {
+            c.subscribe(List.of(topic));
+            int got = 0;
+            while (got < 5) {
+                for (ConsumerRecord<String, String> r : pollSome(c, "offsets: first 5")) {
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                    got++;
+                }
+            }
+            commitOk(c, "offsets: first 5");
+            expectOffsets(group, topic, 5, 0);
+            expectFailure(admin.alterShareGroupOffsets(group, Map.of(tp, 2L)).all(),
+                    org.apache.kafka.common.errors.GroupNotEmptyException.class, "offsets: alter with a member");
+            expectFailure(admin.deleteShareGroupOffsets(group, java.util.Set.of(topic)).all(),
+                    org.apache.kafka.common.errors.GroupNotEmptyException.class, "offsets: delete with a member");
+        }
+        waitFor(() -> describe(group).members().isEmpty() ? null : "members " + describe(group).members(), "offsets: group empty");
+
+        var alter = admin.alterShareGroupOffsets(group, Map.of(tp, 2L, new TopicPartition(topic, 7), 0L));
+        alter.partitionResult(tp).get(30, TimeUnit.SECONDS);
+        expectFailure(alter.partitionResult(new TopicPartition(topic, 7)),
+                org.apache.kafka.common.errors.UnknownTopicOrPartitionException.class, "offsets: alter of a missing partition");
+        expectOffsets(group, topic, 2, 3);
+        try (KafkaShareConsumer<String, String> c = consumer(group, "jsq-offsets-b", true, 10)) {
+            c.subscribe(List.of(topic));
+            List<String> vals = new ArrayList<>();
+            while (vals.size() < 3) {
+                for (ConsumerRecord<String, String> r : pollSome(c, "offsets: after alter")) {
+                    check(dc(r) == 1, "offsets: %s after alter has deliveryCount %d, want 1", r.value(), dc(r));
+                    vals.add(r.value());
+                    c.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+            }
+            check(vals.equals(List.of("o2", "o3", "o4")), "offsets: after alter to 2 got %s, want [o2, o3, o4]", vals);
+            commitOk(c, "offsets: after alter");
+        }
+        waitFor(() -> describe(group).members().isEmpty() ? null : "members " + describe(group).members(), "offsets: group empty again");
+
+        var del = admin.deleteShareGroupOffsets(group, java.util.Set.of(topic, "jsq-no-such-topic"));
+        del.topicResult(topic).get(30, TimeUnit.SECONDS);
+        expectFailure(del.topicResult("jsq-no-such-topic"),
+                org.apache.kafka.common.errors.UnknownTopicOrPartitionException.class, "offsets: delete of a missing topic");
+        try (KafkaShareConsumer<String, String> c = consumer(group, "jsq-offsets-c", true, 10)) {
+            c.subscribe(List.of(topic));
+            ConsumerRecords<String, String> recs = pollSome(c, "offsets: after delete");
+            ConsumerRecord<String, String> first = recs.iterator().next();
+            check(first.offset() == 0 && dc(first) == 1, "offsets: after delete the first record is %s@%d (deliveryCount %d), want o0@0, 1",
+                    first.value(), first.offset(), dc(first));
+            for (ConsumerRecord<String, String> r : recs) {
+                c.acknowledge(r, AcknowledgeType.RELEASE);
+            }
+            commitOk(c, "offsets: after delete");
+        }
+        waitFor(() -> describe(group).members().isEmpty() ? null : "members " + describe(group).members(), "offsets: group empty at the end");
+        admin.deleteShareGroups(List.of(group)).all().get(30, TimeUnit.SECONDS);
+        expectFailure(admin.describeShareGroups(List.of(group)).describedGroups().get(group),
+                org.apache.kafka.common.errors.GroupIdNotFoundException.class, "offsets: describe after deleteShareGroups");
+    }
+
+    /** Admin describeFeatures and updateFeatures on share.version (kafka-features.sh). */
+    static void features() throws Exception {
+        var fm = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
+        var sv = fm.finalizedFeatures().get("share.version");
+        check(sv != null && sv.maxVersionLevel() == 1, "features: finalized share.version %s, want 1 (all: %s)", sv, fm.finalizedFeatures());
+        check(fm.supportedFeatures().get("share.version") != null && fm.supportedFeatures().get("share.version").maxVersion() == 1,
+                "features: supported share.version %s", fm.supportedFeatures().get("share.version"));
+        var tv = fm.finalizedFeatures().get("transaction.version");
+        check(tv != null && tv.maxVersionLevel() == 2, "features: finalized transaction.version %s, want 2", tv);
+        long epoch = fm.finalizedFeaturesEpoch().orElse(-1L);
+
+        expectFailure(admin.updateFeatures(Map.of("share.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 2,
+                org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE))).all(),
+                org.apache.kafka.common.errors.InvalidUpdateVersionException.class, "features: share.version 2");
+        expectFailure(admin.updateFeatures(Map.of("transaction.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 1,
+                org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.SAFE_DOWNGRADE))).all(),
+                org.apache.kafka.common.errors.InvalidUpdateVersionException.class, "features: transaction.version 1");
+        admin.updateFeatures(Map.of("share.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 0,
+                org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.SAFE_DOWNGRADE))).all().get(30, TimeUnit.SECONDS);
+        fm = admin.describeFeatures().featureMetadata().get(30, TimeUnit.SECONDS);
+        check(!fm.finalizedFeatures().containsKey("share.version") && fm.finalizedFeaturesEpoch().orElse(-1L) == epoch + 1,
+                "features: after the downgrade %s epoch %s, want no share.version at epoch %d", fm.finalizedFeatures(), fm.finalizedFeaturesEpoch(), epoch + 1);
+        expectFailure(admin.describeShareGroups(List.of("jsq-multi")).describedGroups().get("jsq-multi"),
+                org.apache.kafka.common.errors.UnsupportedVersionException.class, "features: describeShareGroups with share.version 0");
+        admin.updateFeatures(Map.of("share.version", new org.apache.kafka.clients.admin.FeatureUpdate((short) 1,
+                org.apache.kafka.clients.admin.FeatureUpdate.UpgradeType.UPGRADE))).all().get(30, TimeUnit.SECONDS);
+        check(describe("jsq-multi").groupId().equals("jsq-multi"), "features: describeShareGroups after re-enabling");
     }
 
     interface Cond {
