@@ -187,3 +187,66 @@ func TestNewRunnerValidates(t *testing.T) {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
+
+// Cancelling the context stops polling, and what was processed is committed on the way
+// out: exactly the processed inputs have their outputs committed and are acknowledged,
+// the others are available again at once (not after their one-minute lock), and Run
+// returns nil.
+func TestRunnerShutdownCommitsWhatWasProcessed(t *testing.T) {
+	b := eostest.Start(t)
+	eostest.CreateTopic(t, b.Addr, "in", 1)
+	eostest.CreateTopic(t, b.Addr, "out", 1)
+	eostest.ReadFromEarliest(t, b.Addr, "stoppers")
+	eostest.SetGroupConfig(t, b.Addr, "stoppers", "share.record.lock.duration.ms", "60000")
+	inputs := eostest.Inputs(100)
+	for i := 0; i < len(inputs); i += 10 {
+		eostest.Produce(t, b.Addr, "in", 1, inputs[i:i+10]) // a batch each: polls return 10
+	}
+
+	ctx, stop := context.WithCancel(eostest.Context(t))
+	var mu sync.Mutex
+	var processed []string
+	var got tally
+	r, err := eos.NewRunner(eos.RunnerConfig{
+		Brokers: []string{b.Addr}, Group: "stoppers", Topics: []string{"in"}, TransactionalIDPrefix: "stoppers",
+		// Nothing is due before the shutdown: its commit is the only one.
+		CommitRecords: 1000, CommitInterval: 20 * time.Second, MaxPollRecords: 10,
+		Process: func(_ context.Context, in *client.Record) (eos.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if processed = append(processed, string(in.Value)); len(processed) == 25 {
+				stop() // mid-poll: the rest of this poll is still processed
+			}
+			return eos.Result{Outputs: []*client.Record{{Topic: "out", Value: []byte("out-" + string(in.Value))}}}, nil
+		},
+		OnCommit: got.onCommit, OnAbort: got.onAbort,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(got.aborts) > 0 {
+		t.Fatalf("aborts: %v", got.aborts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := got.inputs.Load(); n != int64(len(processed)) || n < 25 {
+		t.Fatalf("the shutdown commit acknowledged %d inputs; %d were processed", n, len(processed))
+	}
+	want := make([]string, len(processed))
+	for i, v := range processed {
+		want[i] = "out-" + v
+	}
+	eostest.ExactlyOnce(t, eostest.Committed(t, b.Addr, "out", 1), want)
+	eostest.WaitNoneHeld(t, b, "stoppers")
+	// One partition, delivered in order: the processed inputs are the first offsets, all
+	// acknowledged; the others are still to be delivered.
+	adm := eostest.Admin(t, b.Addr)
+	waitFor(t, "the processed inputs acknowledged, the others not", func() bool {
+		offs, err := adm.DescribeShareGroupOffsets(eostest.Context(t), "stoppers")
+		so := offs[client.TopicPartition{Topic: "in", Partition: 0}]
+		return err == nil && so.StartOffset == int64(len(processed)) && so.Lag == int64(len(inputs)-len(processed))
+	})
+}
