@@ -36,6 +36,16 @@
 // initializing, initializes them, records them initialized, and the member's next
 // heartbeat brings the new assignment, as in Kafka.
 //
+// # Offsets administration
+//
+// AlterShareGroupOffsets and DeleteShareGroupOffsets (offsets.go) work on empty share
+// groups only. Alter re-initializes the given share partitions at new start offsets
+// (Config.ResetShareState) and records them as initialized, creating the group if needed;
+// delete moves the topics to the deleting set, deletes their share state
+// (Config.DeleteShareState) and then forgets them, so the next assignment initializes them
+// again. Both hold the group's partition lock from the emptiness check to the last record.
+// DeleteGroup also deletes what an unfinished offsets deletion left in the deleting set.
+//
 // # Persistence format
 //
 // Records use Kafka's __consumer_offsets formats for share groups: keys are the
