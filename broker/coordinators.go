@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -23,7 +24,12 @@ type coordinators struct {
 	groups *group.Coordinator // guarded by mu
 	txns   *txn.Coordinator   // guarded by mu
 	shares *shareStack        // guarded by mu
+	// closed is set by closeCoordinators: none is created (again) after it.
+	closed bool // guarded by mu
 }
+
+// errCoordinatorsClosed answers a coordinator lookup during or after shutdown.
+var errCoordinatorsClosed = errors.New("broker: coordinators are shut down")
 
 // groupCoordinator returns the group coordinator, creating __consumer_offsets and loading
 // it on first use.
@@ -32,6 +38,9 @@ func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
 	defer b.coord.mu.Unlock()
 	if b.coord.groups != nil {
 		return b.coord.groups, nil
+	}
+	if b.coord.closed {
+		return nil, errCoordinatorsClosed
 	}
 	if err := b.ensureInternalTopic(offsetsTopic, b.defaults.topic.OffsetsTopicNumPartitions()); err != nil {
 		return nil, err
@@ -84,6 +93,9 @@ func (b *Broker) txnCoordinator() (*txn.Coordinator, error) {
 	defer b.coord.mu.Unlock()
 	if b.coord.txns != nil {
 		return b.coord.txns, nil
+	}
+	if b.coord.closed {
+		return nil, errCoordinatorsClosed
 	}
 	if err := b.ensureInternalTopic(transactionStateTopic, b.defaults.topic.TransactionStateLogNumPartitions()); err != nil {
 		return nil, err
@@ -163,19 +175,27 @@ func (b *Broker) brokerInt32(name string, def int32) int32 {
 
 // closeCoordinators stops the coordinators before the logs they write close.
 func (b *Broker) closeCoordinators() {
+	// Take them out under the lock, close them outside it: the transaction coordinator's
+	// Close waits for its marker jobs, and a job writing a __share_group_state marker
+	// looks the share stack up (b.shares, which takes this lock). The transaction
+	// coordinator closes first, while the share stack and group coordinator its jobs use
+	// are still open; closed stops anyone from creating them again meanwhile.
 	b.coord.mu.Lock()
-	defer b.coord.mu.Unlock()
-	if b.coord.shares != nil {
-		b.coord.shares.close()
-		b.coord.shares = nil
+	b.coord.closed = true
+	txns := b.coord.txns
+	b.coord.mu.Unlock()
+	if txns != nil {
+		txns.Close()
 	}
-	if b.coord.txns != nil {
-		b.coord.txns.Close()
-		b.coord.txns = nil
+	b.coord.mu.Lock()
+	shares, groups := b.coord.shares, b.coord.groups
+	b.coord.txns, b.coord.shares, b.coord.groups = nil, nil, nil
+	b.coord.mu.Unlock()
+	if shares != nil {
+		shares.close()
 	}
-	if b.coord.groups != nil {
-		b.coord.groups.Close()
-		b.coord.groups = nil
+	if groups != nil {
+		groups.Close()
 	}
 }
 
