@@ -1214,6 +1214,35 @@ func (c *ShareConsumer) commit(ctx context.Context, taken map[int32]map[TopicPar
 	return out, errors.Join(errs...)
 }
 
+// ReleaseAcknowledgements gives back records whose acknowledgements
+// AcknowledgementsForTransaction drained but that will not be staged (the caller abandons
+// the transaction before SendShareAcksToTransaction): every offset in acks is queued as
+// RELEASE and sent like any other acknowledgement (piggybacked on the next poll, or by
+// CommitSync or Close), so the records are delivered again at once rather than when their
+// acquisition locks expire. Gap offsets (type 0) hold no record and are skipped. Records
+// whose acknowledgements were staged must not be released: abort the transaction instead.
+func (c *ShareConsumer) ReleaseAcknowledgements(acks TxnAcks) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	for tp, bs := range acks {
+		leader := c.cl.leader(tp.Topic, tp.Partition)
+		if leader < 0 {
+			return fmt.Errorf("client: no leader known for %s[%d]: its records are released when their locks expire", tp.Topic, tp.Partition)
+		}
+		for _, b := range bs {
+			for off := b.FirstOffset; off <= b.LastOffset; off++ {
+				if b.typeAt(off) != AckGap {
+					c.addPendingLocked(leader, tp, off, AckRelease)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // AcknowledgementsForTransaction takes every acknowledgement not sent yet (in implicit
 // mode, first accepting every delivered record) out of the normal path, for
 // Producer.SendShareAcksToTransaction: they will not be sent by Poll, CommitSync or Close.

@@ -58,6 +58,18 @@ type ShareAckBatch struct {
 	Types                   []AckType
 }
 
+// typeAt is the acknowledgement type of off, which must lie in the batch: Types holds
+// one type for the whole batch or one per offset.
+func (b ShareAckBatch) typeAt(off int64) AckType {
+	if len(b.Types) == 1 {
+		return b.Types[0]
+	}
+	if i := off - b.FirstOffset; i >= 0 && i < int64(len(b.Types)) {
+		return b.Types[i]
+	}
+	return AckGap
+}
+
 // TxnAcks are share acknowledgements to stage in a producer transaction, per partition,
 // batches in ascending, non-overlapping offset order. Build them with
 // ShareConsumer.AcknowledgementsForTransaction or ShareAcknowledgementsFromRecords.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/txnshare"
@@ -262,6 +263,44 @@ func TestIntegrationTxnShareFencedAndStale(t *testing.T) {
 		_ = c.Acknowledge(r, AckAccept)
 	}
 	if _, err := c.AcknowledgementsForTransaction(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Acknowledgements drained for a transaction that is then abandoned go back with
+// ReleaseAcknowledgements: the records are delivered again at once (one delivery later),
+// long before their acquisition locks would expire.
+func TestIntegrationReleaseAcknowledgements(t *testing.T) {
+	b := shareSetup(t, "in", "sg-rel", 1, 5)
+	a := newTestAdmin(t, b.Addr)
+	setGroupConfig(t, a, "sg-rel", "share.record.lock.duration.ms", "60000")
+	c := newTestShareConsumer(t, b.Addr, "sg-rel", "in", func(cfg *ShareConsumerConfig) { cfg.AckMode = AckExplicit })
+	first := pollUntil(t, c, AckAccept, countAtLeast(5))
+	acks, err := c.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acks.Len() != 5 {
+		t.Fatalf("drained %d acknowledgements, want 5", acks.Len())
+	}
+	if err := c.ReleaseAcknowledgements(acks); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	again := pollUntil(t, c, AckAccept, countAtLeast(5))
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("redelivered after %v: released records waited for their locks", took)
+	}
+	counts := map[string]int16{}
+	for _, r := range first {
+		counts[string(r.Value)] = r.DeliveryCount + 1
+	}
+	for _, r := range again {
+		if want := counts[string(r.Value)]; r.DeliveryCount != want {
+			t.Fatalf("%s redelivered with count %d, want %d", r.Value, r.DeliveryCount, want)
+		}
+	}
+	if _, err := c.CommitSync(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
