@@ -164,6 +164,9 @@ func (c *conn) readLoop() {
 				return
 			}
 			p.reply = reply
+			if reply.BodyDone {
+				putFrame(frame) // nothing references the request's bytes any more
+			}
 		}
 		if p.reply.Resp == nil && p.reply.Wait == nil && !p.reply.Close {
 			continue // no response (acks=0)
@@ -225,6 +228,13 @@ func (c *conn) readFrame(br *bufio.Reader) ([]byte, error) {
 	if !c.armReadDeadline() {
 		return nil, errStopped
 	}
+	if buf := getFrame(int(size)); buf != nil {
+		if _, err := io.ReadFull(br, buf); err != nil {
+			putFrame(buf)
+			return nil, err
+		}
+		return buf, nil
+	}
 	return readFull(br, int(size))
 }
 
@@ -238,20 +248,21 @@ var (
 // (10000 such connections cost 2.5 GiB at most, not 1 TB). Larger frames grow by doubling.
 const readChunkBytes = 256 << 10
 
+// Frames of pooled sizes end in a buffer of their pooled capacity (see frames.go).
 func readFull(r io.Reader, n int) ([]byte, error) {
 	if n <= readChunkBytes {
-		buf := make([]byte, n)
+		buf := make([]byte, n, frameClassCap(n))
 		_, err := io.ReadFull(r, buf)
 		return buf, err
 	}
 	buf := make([]byte, 0, readChunkBytes)
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(2*cap(buf), n))
+			grown := make([]byte, len(buf), min(2*cap(buf), frameClassCap(n)))
 			copy(grown, buf)
 			buf = grown
 		}
-		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			return nil, err

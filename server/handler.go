@@ -71,6 +71,11 @@ type Reply struct {
 	// Close closes the connection after any response is written (Kafka closes on some
 	// protocol violations instead of answering).
 	Close bool
+	// BodyDone says that once Handle has returned, neither the handler nor Resp nor Wait
+	// references the request's bytes (the []byte fields of Request.Body alias the frame
+	// they were decoded from; strings are copies), so the server may reuse that memory for
+	// later requests. Leave it false unless that holds on every path.
+	BodyDone bool
 }
 
 // APIRange is one API key with the versions the broker really implements.
