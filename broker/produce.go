@@ -90,15 +90,17 @@ func (b *Broker) handleProduce(ctx context.Context, req *server.Request, r *kmsg
 		resp.Topics = append(resp.Topics, st)
 	}
 
+	// BodyDone: the batches are in the log (or rejected) and nothing below keeps a
+	// reference into the request, so the server can reuse its frame for the next one.
 	if acks == 0 {
 		// No response is sent for acks=0. Kafka closes the connection when such a request
 		// failed, the only way to tell a client that does not read responses.
-		return server.Reply{Close: anyError}
+		return server.Reply{Close: anyError, BodyDone: true}
 	}
 	if len(waits) == 0 {
-		return server.Reply{Resp: resp}
+		return server.Reply{Resp: resp, BodyDone: true}
 	}
-	return server.Reply{Wait: func() kmsg.Response {
+	return server.Reply{BodyDone: true, Wait: func() kmsg.Response {
 		for _, w := range waits {
 			if err := w.part.log.WaitDurable(w.end); err != nil {
 				b.logger.Error("produce fsync failed", "topic", w.part.topic.name, "partition", w.part.index, "err", err)
