@@ -83,10 +83,3 @@ func isPermanent(err error) bool {
 		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
 		errors.Is(err, client.ErrNotTransactional)
 }
-
-// isMemberFenced reports a staging refused because the share-group member's epoch moved
-// on (or the member was re-created): the records are still held by the member id, so the
-// same staging with the member's current epoch can succeed.
-func isMemberFenced(err error) bool {
-	return errors.Is(err, kerr.FencedMemberEpoch) || errors.Is(err, kerr.UnknownMemberID)
-}

@@ -225,8 +225,8 @@ func (m *member) note(err error) error {
 //     can (a doomed transaction refuses without a round trip);
 //  3. the transaction aborts, which returns everything staged; a producer that cannot
 //     abort is replaced, and the new instance's InitTransactions aborts it;
-//  4. inputs still unstaged are staged in a fresh transaction that is aborted at once,
-//     again after the member's epoch moved on;
+//  4. inputs still unstaged are RELEASEd (ShareConsumer.ReleaseAcknowledgements, sent at
+//     once with CommitSync);
 //  5. if that fails, the consumer is closed and recreated: closing its share sessions
 //     releases every record it holds that is not TX_PENDING.
 func (m *member) abort(ctx context.Context) error {
@@ -243,25 +243,29 @@ func (m *member) abort(ctx context.Context) error {
 	if err := m.abortTxn(ctx); err != nil {
 		return err
 	}
-	for try := 0; m.unstaged.len() > 0; try++ {
-		stageErr, abortErr := m.returnByStaging(ctx)
-		if abortErr != nil {
-			return abortErr // the producer is gone: the owner must recover
-		}
-		if stageErr == nil || ctx.Err() != nil {
+	if m.unstaged.len() > 0 && m.releaseUnstaged(ctx) != nil {
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !isMemberFenced(stageErr) || try == 2 {
-			break
-		}
-		if err := sleep(ctx, m.cfg.backoff); err != nil {
-			return err
-		}
-	}
-	if m.unstaged.len() > 0 {
 		return m.replaceConsumer(ctx)
 	}
 	return nil
+}
+
+// releaseUnstaged gives back the inputs whose acknowledgements were taken out of the
+// consumer but not staged: RELEASE, sent at once, makes them available again.
+func (m *member) releaseUnstaged(ctx context.Context) error {
+	if err := m.consumer.ReleaseAcknowledgements(m.unstaged.txnAcks()); err != nil {
+		return err
+	}
+	perPart, err := m.consumer.CommitSync(ctx)
+	for _, e := range perPart {
+		err = errors.Join(err, e)
+	}
+	if err == nil {
+		m.unstaged.clear()
+	}
+	return err
 }
 
 // abortTxn aborts the open transaction, replacing the producer when it cannot.
@@ -283,16 +287,6 @@ func (m *member) abortTxn(ctx context.Context) error {
 	// instance settles the transaction (its InitTransactions aborts it, or waits for the
 	// commit the coordinator already decided).
 	return m.replaceProducer(ctx)
-}
-
-// returnByStaging stages the unstaged inputs in a fresh transaction and aborts it, which
-// makes them available again: the one way to give back records taken out of a consumer.
-func (m *member) returnByStaging(ctx context.Context) (stageErr, abortErr error) {
-	if err := m.begin(ctx); err != nil {
-		return nil, err
-	}
-	stageErr = m.stage(ctx)
-	return stageErr, m.abortTxn(ctx)
 }
 
 // replaceProducer closes the producer and starts a new instance with the same
