@@ -472,6 +472,9 @@ func (s *Store) Reinitialize(ctx context.Context, k Key, stateEpoch int32, start
 		return 0, err
 	}
 	defer p.mu.Unlock()
+	if err := p.refuseIfStaged(k, "reinitialize"); err != nil {
+		return 0, err
+	}
 	v := &snapshotValue{StateEpoch: stateEpoch, StartOffset: startOffset, DeliveryCompleteCount: -1}
 	if e := p.keys[k]; e != nil {
 		if e.stateEpoch == math.MaxInt32 {
@@ -484,6 +487,20 @@ func (s *Store) Reinitialize(ctx context.Context, k Key, stateEpoch int32, start
 	now := s.cfg.Now().UnixMilli()
 	v.CreateTimestamp, v.WriteTimestamp = now, now
 	return v.StateEpoch, p.writeSnapshot(ctx, k, v)
+}
+
+// refuseIfStaged refuses to replace or delete k's state while it holds acknowledgements
+// staged in an open transaction (TX_PENDING): the transaction's marker would then find
+// nothing to resolve, and a commit would make its outputs visible while the inputs it
+// acknowledged are delivered again. The transaction must end first (commit, abort or its
+// timeout). The caller holds p.mu.
+func (p *part) refuseIfStaged(k Key, what string) error {
+	for pid, keys := range p.pending {
+		if _, ok := keys[k]; ok {
+			return errorf(kerr.ConcurrentTransactions, "%s %s: acknowledgements are staged in an open transaction of producer %d; end that transaction first", what, k, pid)
+		}
+	}
+	return nil
 }
 
 func (p *part) writeSnapshot(ctx context.Context, k Key, v *snapshotValue) error {
@@ -736,6 +753,9 @@ func (s *Store) Delete(ctx context.Context, k Key) error {
 	defer p.mu.Unlock()
 	if p.keys[k] == nil {
 		return nil
+	}
+	if err := p.refuseIfStaged(k, "delete"); err != nil {
+		return err
 	}
 	rec := kmsg.Record{Key: encodeKey(nil, recordKey{Type: recordTypeSnapshot, Key: k})}
 	if _, err := p.append(ctx, rec); err != nil {

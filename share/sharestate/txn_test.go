@@ -256,3 +256,22 @@ func TestWriteOutcomeUnknownOnlyAfterAppendFailure(t *testing.T) {
 		t.Fatalf("late staging: %v", err)
 	}
 }
+
+// Alter and delete of share offsets must not drop acknowledgements staged in an open
+// transaction: both are refused with CONCURRENT_TRANSACTIONS until its marker resolves them.
+func TestReinitializeAndDeleteRefusedWhileStaged(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	stagedKey(t, f, k, staged(0, 4, 1, 7, 0, AckAccept))
+	_, err := f.s.Reinitialize(ctx, k, 1, 3)
+	wantCode(t, err, kerr.ConcurrentTransactions)
+	wantCode(t, f.s.Delete(ctx, k), kerr.ConcurrentTransactions)
+	if st := f.mustRead(k, 0); len(st.Batches) != 1 || st.Batches[0].DeliveryState != StateTxPending {
+		t.Fatalf("a refused reset changed the state: %+v", st)
+	}
+	f.marker(k, 7, 1, true)
+	if _, err := f.s.Reinitialize(ctx, k, 1, 3); err != nil {
+		t.Fatalf("reset after the marker: %v", err)
+	}
+	must(t, f.s.Delete(ctx, k))
+}
