@@ -139,6 +139,10 @@ type restartBench struct {
 	base    RestartResult // setup figures, copied into every measurement
 	logf    func(format string, args ...any)
 	advance func(done int) // progress of the setup's produce, in records
+	// profile, if set, starts a CPU profile of the broker from its launch on (first
+	// measurement only); heap takes a heap profile once every partition is loaded.
+	profile func() (wait func())
+	heap    func()
 }
 
 // waitServing polls Metadata every 10 ms until the broker lists every partition of topic
@@ -349,11 +353,15 @@ func (rb *restartBench) Measure(ctx context.Context) (RestartResult, error) {
 	res := rb.base
 	parts := rb.cfg.Partitions()
 	syscall.Sync()
+	waitProfile := func() {}
+	if rb.profile != nil {
+		waitProfile, rb.profile = rb.profile(), nil
+	}
 	proc, err := rb.sys.start(ctx)
 	if err != nil {
 		return res, err
 	}
-	fail := func(err error) (RestartResult, error) { proc.stop(); return res, err }
+	fail := func(err error) (RestartResult, error) { waitProfile(); proc.stop(); return res, err }
 	if err := waitServing(ctx, proc.addr, rb.topic, parts, 10*time.Minute); err != nil {
 		return fail(err)
 	}
@@ -395,6 +403,11 @@ func (rb *restartBench) Measure(ctx context.Context) (RestartResult, error) {
 	res.RSSLoaded = rssNow(proc.pid)
 	bp := brokerproc.Attach(proc.pid)
 	res.BrokerCPU, res.BrokerPeakRSS = procCPU(bp), procRSS(bp)
+	if rb.heap != nil {
+		rb.heap()
+		rb.heap = nil
+	}
+	waitProfile() // before the stop cuts it short
 	m.close(ctx)
 	if err := proc.stop(); err != nil {
 		return res, err

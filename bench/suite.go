@@ -377,10 +377,24 @@ func (s *Suite) profile(tg Target, run int, name string) func() {
 	if secs <= 0 {
 		secs = 5
 	}
+	return s.capture(tg, fmt.Sprintf("profile?seconds=%d", secs), name)
+}
+
+// capture fetches http://<tg.PprofAddr>/debug/pprof/<what> into PprofDir/<name>.pprof in
+// the background, retrying for 30 s while nothing listens there yet (a broker starting
+// up); the returned func waits for it.
+func (s *Suite) capture(tg Target, what, name string) func() {
 	path := filepath.Join(s.PprofDir, strings.NewReplacer(" ", "-", "/", "-").Replace(name)+".pprof")
 	done := make(chan error, 1)
 	go func() {
-		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", tg.PprofAddr, secs))
+		var resp *http.Response
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/%s", tg.PprofAddr, what))
+			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			done <- err
 			return
@@ -399,7 +413,7 @@ func (s *Suite) profile(tg Target, run int, name string) func() {
 		if err := <-done; err != nil {
 			s.logf("  profile %s: %v", path, err)
 		} else {
-			s.logf("  CPU profile: %s", path)
+			s.logf("  profile: %s", path)
 		}
 	}
 }
@@ -676,6 +690,11 @@ func (s *Suite) runRestart(ctx context.Context, runs int) ([]Row, error) {
 		}
 		dirs = append(dirs, filepath.Dir(dir))
 		rb := &restartBench{cfg: cfg, topic: "bench-restart", group: "bench-restart", logf: s.logf}
+		if s.PprofDir != "" && tg.PprofAddr != "" {
+			name := "P7-restart-" + tg.label()
+			rb.profile = func() func() { return s.profile(tg, 1, name) }
+			rb.heap = func() { s.capture(tg, "heap?gc=1", name+"-heap")() }
+		}
 		if tg.Kafka {
 			rb.sys = &kafkaRestartable{dir: dir, log: s.Log}
 		} else {
@@ -707,7 +726,7 @@ func (s *Suite) runRestart(ctx context.Context, runs int) ([]Row, error) {
 	for run := 1; run <= runs; run++ {
 		for i, rb := range benches {
 			tg := targets[i]
-			s.step(P7, "restart", tg, run, 1)
+			s.step(P7, "restart", tg, run, 0)
 			rr, err := rb.Measure(ctx)
 			if err != nil {
 				return rows, fmt.Errorf("%s, P7 restart, run %d: %w", tg.label(), run, err)
