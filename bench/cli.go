@@ -336,7 +336,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	start := time.Now()
 	if cmd == "suite" {
-		info := ReportInfo{Command: "exactq-bench " + strings.Join(args, " "), Started: start}
+		info := ReportInfo{Command: "exactq-bench " + strings.Join(args, " "), Started: start, Machine: machineInfo(ctx, *tmp)}
+		load := sampleLoad(15 * time.Second)
 		if s.has(P1) || s.has(P2) {
 			sz := fullSizes.loopback
 			if *smoke {
@@ -353,7 +354,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if prog != nil {
 			prog.Close()
 		}
-		info.Elapsed = time.Since(start)
+		info.Elapsed, info.Load = time.Since(start), load.Stop()
 		if len(rows) > 0 {
 			if werr := WriteReport(stdout, rows, info); werr != nil && err == nil {
 				err = werr

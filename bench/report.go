@@ -445,6 +445,10 @@ type ReportInfo struct {
 	Started      time.Time
 	Elapsed      time.Duration
 	LoopbackMBps float64 // one loopback TCP stream, measured before the suite (0: not measured)
+	Machine      []string
+	// Load is the 1-minute load average sampled during the run (other work on the machine
+	// shows up here).
+	Load []float64
 }
 
 // WriteReport writes a suite's results: the session, the summary per workload and system,
@@ -458,6 +462,13 @@ func WriteReport(w io.Writer, rows []Row, info ReportInfo) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# exactq side by side with Apache Kafka %s\n\n", "4.4")
 	fmt.Fprintf(&b, "- command: `%s`\n- started: %s, took %v\n", info.Command, info.Started.Format(time.RFC3339), info.Elapsed.Round(time.Second))
+	for _, m := range info.Machine {
+		fmt.Fprintf(&b, "- %s\n", m)
+	}
+	if len(info.Load) > 0 {
+		fmt.Fprintf(&b, "- load average (1 min) during the run: min %.2f, median %.2f, max %.2f (%d samples)\n",
+			slices.Min(info.Load), medianOf(info.Load), slices.Max(info.Load), len(info.Load))
+	}
 	if info.LoopbackMBps > 0 {
 		fmt.Fprintf(&b, "- loopback TCP, one stream, 1 MiB writes: %.0f MB/s\n", info.LoopbackMBps)
 	}
