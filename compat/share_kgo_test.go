@@ -217,8 +217,11 @@ func TestKgoShareConsumer(t *testing.T) {
 			}
 			return nil
 		})
-		for i := 0; i < n; i += 100 { // batches of 100 so acquisition can spread
-			vals := make([]string, 100)
+		// Batches of 10: a fetch acquires whole batches, so many small ones give every
+		// consumer many chances to acquire (with 30 batches of 100, a consumer slowed by a
+		// loaded machine could miss them all).
+		for i := 0; i < n; i += 10 {
+			vals := make([]string, 10)
 			for j := range vals {
 				vals[j] = fmt.Sprintf("m-%05d", i+j)
 			}
