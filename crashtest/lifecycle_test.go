@@ -32,9 +32,12 @@ import (
 // each step of a checkpoint:
 //
 //	go test ./crashtest/ -run TestLifecycleCrash -v              # every step, worker and broker
-//	go test ./crashtest/ -run TestLifecycleRandomCrashes -v      # CI default: lcCycles cycles
-//	go test ./crashtest/ -run TestLifecycleRandomCrashes -lifecycle-cycles 300 -timeout 60m -v
-//	EXACTQ_LIFECYCLE_CYCLES=300 EXACTQ_CRASH_SEED=1234 go test ./crashtest/ -run TestLifecycleRandomCrashes -timeout 60m
+//	go test ./crashtest/ -run TestLifecycleRandomCrashes -v      # CI: seeds 1,2,3, 25 faults each
+//	go test ./crashtest/ -run TestLifecycleRandomCrashes -seed 1234 -lifecycle-cycles 1000 -timeout 60m -v
+//	EXACTQ_LIFECYCLE_CYCLES=1000 EXACTQ_CRASH_SEED=1234 go test ./crashtest/ -run TestLifecycleRandomCrashes -timeout 60m
+//
+// All traffic goes through a kafkaProxy that the broker advertises, so that a kill can
+// land exactly when a checkpoint's EndTxn has reached the broker.
 
 // The steps of a checkpoint, as the worker names them.
 const (
@@ -76,16 +79,7 @@ type lcEnv struct {
 
 func newLCEnv(t *testing.T) *lcEnv {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "eosworker")
-	root, err := brokerproc.ModuleRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "build", "-o", bin, "./crashtest/internal/eosworker")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build eosworker: %v\n%s", err, out)
-	}
+	bin := buildProgram(t, "./crashtest/internal/eosworker")
 	e := &lcEnv{t: t, proxy: newKafkaProxy(t), worker: bin,
 		sb: &shareBroker{t: t, dataDir: t.TempDir(), cfgPath: filepath.Join(t.TempDir(), "broker.properties"), logs: newBrokerLog()}}
 	if err := os.WriteFile(e.sb.cfgPath, []byte(shareBrokerConfig+lcBrokerConfig), 0o644); err != nil {
@@ -95,6 +89,22 @@ func newLCEnv(t *testing.T) *lcEnv {
 	e.addr = e.proxy.addr()
 	e.adm, e.raw = newAdmin(t, e.addr), newRawClient(t, e.addr)
 	return e
+}
+
+// buildProgram builds the main package pkg of the module into a temporary directory.
+func buildProgram(t *testing.T, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	root, err := brokerproc.ModuleRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
 }
 
 // startBroker starts the broker on listen ("": a free port), advertising the proxy.
