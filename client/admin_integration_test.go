@@ -198,3 +198,33 @@ func TestIntegrationAdminTransactions(t *testing.T) {
 		t.Fatalf("describe producers after commit: %+v, %v", prods, err)
 	}
 }
+
+func TestIntegrationAdminSetGroupConfigs(t *testing.T) {
+	b := testbroker.Start(t)
+	a := newTestAdmin(t, b.Addr)
+	ctx := testCtx(t)
+	want := map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "15000"}
+	if err := a.SetGroupConfigs(ctx, "cfg-group", want); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.DescribeConfigs(ctx, ConfigResource{Type: GroupResource, Name: "cfg-group"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, rc := range res {
+		for _, e := range rc.Configs {
+			if e.Value != nil && !e.IsDefault {
+				got[e.Name] = *e.Value
+			}
+		}
+	}
+	for n, v := range want {
+		if got[n] != v {
+			t.Fatalf("%s = %q after SetGroupConfigs, want %q (all set: %v)", n, got[n], v, got)
+		}
+	}
+	if err := a.SetGroupConfigs(ctx, "cfg-group", map[string]string{"share.auto.offset.reset": "sideways"}); err == nil {
+		t.Fatal("an invalid value was accepted")
+	}
+}

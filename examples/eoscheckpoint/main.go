@@ -150,11 +150,5 @@ func readFromEarliest(ctx context.Context, brokers []string, group string) error
 		return err
 	}
 	defer adm.Close()
-	_, err = adm.IncrementalAlterConfigs(ctx, false, map[client.ConfigResource][]client.AlterConfig{
-		{Type: client.GroupResource, Name: group}: {{Name: "share.auto.offset.reset", Op: client.OpSet, Value: "earliest"}},
-	})
-	if err != nil {
-		return fmt.Errorf("set share.auto.offset.reset=earliest on %s: %w", group, err)
-	}
-	return nil
+	return adm.SetGroupConfigs(ctx, group, map[string]string{"share.auto.offset.reset": "earliest"})
 }
