@@ -220,7 +220,9 @@ func (c BarChart) Render() *image.RGBA {
 			}
 			bx := sc.x(v)
 			fill(img, chartLabelW, by, max(bx, chartLabelW+1), by+chartBarH, chartColors[i%len(chartColors)])
-			drawText(img, bx+4, by+12, format(v), chartInk)
+			label := format(v)
+			fill(img, bx+2, by+1, bx+6+textWidth(label), by+chartBarH-1, color.RGBA{255, 255, 255, 255})
+			drawText(img, bx+4, by+12, label, chartInk)
 		}
 		gy += gh + chartGroupG
 	}

@@ -72,7 +72,7 @@ type sizes struct {
 }
 
 var (
-	fullSizes  = sizes{records: 500000, shareRecords: 200000, pipelineRecords: 200000, latencyDuration: 20 * time.Second, restartLog: "10GB", restartInFlight: 1000000, restartLocks: 4000, loopback: 4 << 30, kafkaWarm: 200000}
+	fullSizes  = sizes{records: 500000, shareRecords: 200000, pipelineRecords: 1000000, latencyDuration: 20 * time.Second, restartLog: "10GB", restartInFlight: 1000000, restartLocks: 4000, loopback: 4 << 30, kafkaWarm: 200000}
 	smokeSizes = sizes{records: 5000, shareRecords: 5000, pipelineRecords: 5000, latencyRecords: 3000, restartLog: "16MB", restartInFlight: 2000, restartLocks: 1000, loopback: 256 << 20, kafkaWarm: 20000}
 )
 
@@ -110,7 +110,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	smoke := fs.Bool("smoke", false, "suite: tiny sizes and one run unless given (CI), and fail unless every workload measured every target")
 	out := fs.String("out", "", "suite: write results.md, ratios.png and latency-p99.png into this directory")
 	shareRecords := fs.Int("share-records", 0, "suite: P3 records per run (default 200000)")
-	pipeRecords := fs.Int("pipeline-records", 0, "suite: P4/P5 inputs per run (default 200000)")
+	pipeRecords := fs.Int("pipeline-records", 0, "suite: P4/P5 inputs per run (default 1000000)")
 	commitInterval := fs.Duration("commit-interval", DefaultCommitInterval, "suite: P4/P5 commit interval")
 	shareCommit := fs.Int("share-commit-records", 1000, "suite: P5 commits at most this many inputs per transaction (share.partition.max.record.locks bounds a transaction)")
 	latRecords := fs.Int("latency-records", 0, "suite: P6 records per run (default: -latency-duration at the rate)")
