@@ -1,12 +1,8 @@
 package broker_test
 
 import (
-	"bufio"
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
-	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -39,18 +35,10 @@ func benchFetch(b *testing.B, parts int) {
 	tb := testbroker.Start(b, testbroker.WithFsync(broker.FsyncNever))
 	topicID := fetchBenchProduce(b, tb.Addr, parts)
 
-	nc, err := net.Dial("tcp", tb.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	br := bufio.NewReaderSize(nc, 64<<10)
-
+	conn := dialBench(b, tb.Addr)
 	offsets := make([]int64, parts)
 	ends := make([]int64, parts) // the first fetch past the end wraps to 0
-	var frame, resp []byte
-	var respBytes int64
-	fetch := func(corr int32) {
+	fetch := func() {
 		req := kmsg.NewPtrFetchRequest()
 		req.SetVersion(fetchBenchVersion)
 		req.ReplicaID = -1
@@ -68,22 +56,7 @@ func benchFetch(b *testing.B, parts int) {
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		req.Topics = append(req.Topics, rt)
-		frame = kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench")).AppendRequest(frame[:0], req, corr)
-		if _, err := nc.Write(frame); err != nil {
-			b.Fatal(err)
-		}
-		var size [4]byte
-		if _, err := io.ReadFull(br, size[:]); err != nil {
-			b.Fatal(err)
-		}
-		n := int(binary.BigEndian.Uint32(size[:]))
-		if cap(resp) < n {
-			resp = make([]byte, n)
-		}
-		if _, err := io.ReadFull(br, resp[:n]); err != nil {
-			b.Fatal(err)
-		}
-		respBytes += int64(n) + 4
+		conn.roundTrip(b, req)
 		// Advance by what was asked for: a 1 MiB fetch of 1 KiB records returns about 1 MiB,
 		// and the exact next offset would need decoding, which this benchmark leaves out.
 		for p := range offsets {
@@ -96,18 +69,16 @@ func benchFetch(b *testing.B, parts int) {
 	for p := range ends {
 		ends[p] = fetchBenchLogBytes/1024 - fetchBenchPartBytes/1024
 	}
-	fetch(0) // warm up: connection, page cache
-	respBytes = 0
+	fetch() // warm up: connection, page cache
+	conn.bytes = 0
 	b.ReportAllocs()
 	b.ResetTimer()
-	corr := int32(1)
 	for b.Loop() {
-		fetch(corr)
-		corr++
+		fetch()
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(respBytes)/b.Elapsed().Seconds()/1e6, "MB/s")
-	b.ReportMetric(float64(respBytes)/float64(b.N), "B/fetch")
+	b.ReportMetric(float64(conn.bytes)/b.Elapsed().Seconds()/1e6, "MB/s")
+	b.ReportMetric(float64(conn.bytes)/float64(b.N), "B/fetch")
 }
 
 // fetchBenchProduce creates a topic of parts partitions, fills each with

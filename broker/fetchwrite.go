@@ -11,13 +11,14 @@ import (
 
 	"github.com/exactq/exactq/log"
 	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/share"
 )
 
 // fetchReply is a FetchResponse whose record batches stay in the segment files until the
 // server writes them: zero-copy fetch. The kmsg response holds everything but the records
-// (each partition's RecordBatches is empty); recs says which partitions have records and
-// where they are (log chunks, which keep their files open, whatever retention or
-// compaction do meanwhile, until Release).
+// (each partition's RecordBatches is empty); the recordChunks say which partitions have
+// records and where they are (log chunks, which keep their files open, whatever retention
+// or compaction do meanwhile, until Release).
 //
 // The server writes it through server.SplicedResponse: AppendSpliced has kmsg encode the
 // response and marks where each partition's records go, and the server sends those with
@@ -25,72 +26,22 @@ import (
 // which copies the records in and lets kmsg encode the whole thing, as before.
 type fetchReply struct {
 	*kmsg.FetchResponse
-	recs   []partRecords // partitions with records, in the order they were read
-	chunks []log.Chunk   // recs[i] owns chunks[recs[i].from:recs[i].to]
+	splicing
 }
 
-// partRecords is one partition's records in a fetchReply.
-type partRecords struct {
-	topic     string
-	topicID   [16]byte
-	partition int32
-	from, to  int   // its chunks
-	bytes     int64 // their total length
+func newFetchReply(resp *kmsg.FetchResponse) *fetchReply {
+	fr := &fetchReply{FetchResponse: resp}
+	fr.splicing = splicing{resp: resp, layout: fr}
+	return fr
 }
 
-func newFetchReply(resp *kmsg.FetchResponse) *fetchReply { return &fetchReply{FetchResponse: resp} }
-
-// readRecords reads a partition's records as chunks (log.ReadChunks) and attaches them
-// to the partition. It returns their length; nothing is attached when it is 0, or when
-// keep rejects the length (the read is released).
-func (fr *fetchReply) readRecords(l *log.Log, tg fetchTarget, limit int32, upTo int64, keep func(int64) bool) (int64, error) {
-	from := len(fr.chunks)
-	chunks, n, err := l.ReadChunks(fr.chunks, tg.offset, limit, upTo)
-	if err != nil || n == 0 {
-		return 0, err
-	}
-	if !keep(n) {
-		log.ReleaseChunks(chunks[from:])
-		fr.chunks = chunks[:from]
-		return 0, nil
-	}
-	fr.chunks = chunks
-	fr.recs = append(fr.recs, partRecords{topic: tg.topic, topicID: tg.topicID, partition: tg.partition,
-		from: from, to: len(chunks), bytes: n})
-	return n, nil
-}
-
-// Release implements server.SplicedResponse: the files may close. Idempotent; the fetch
-// handler also releases the reads a long poll replaces.
-func (fr *fetchReply) Release() {
-	log.ReleaseChunks(fr.chunks)
-	fr.chunks, fr.recs = nil, nil
-}
+// AppendTo implements kmsg.Response by copying (see splicing.AppendTo).
+func (fr *fetchReply) AppendTo(dst []byte) []byte { return fr.splicing.AppendTo(dst) }
 
 // hasRecords tells the fetch session which partitions carry records (their RecordBatches
 // are empty until encoding).
 func (fr *fetchReply) hasRecords(t *kmsg.FetchResponseTopic, p *kmsg.FetchResponseTopicPartition) bool {
-	return fr.find(t, p, 0) >= 0
-}
-
-// find returns the index in recs of the partition's records, or -1, looking from hint on
-// first (responses keep the read order, so a walk in order finds each at its hint).
-func (fr *fetchReply) find(t *kmsg.FetchResponseTopic, p *kmsg.FetchResponseTopicPartition, hint int) int {
-	for k := range fr.recs {
-		i := (hint + k) % len(fr.recs)
-		r := &fr.recs[i]
-		if r.partition == p.Partition && r.topic == t.Topic && r.topicID == t.TopicID {
-			return i
-		}
-	}
-	return -1
-}
-
-// slot is one partition of the response that carries records: its RecordBatches field and
-// its records.
-type slot struct {
-	field *[]byte
-	recs  *partRecords
+	return fr.find(t.Topic, t.TopicID, p.Partition, 0) >= 0
 }
 
 // slots lists the partitions with records in encoding order (kmsg encodes topics, then
@@ -102,7 +53,7 @@ func (fr *fetchReply) slots(out []slot) []slot {
 		t := &fr.Topics[i]
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
-			if k := fr.find(t, p, hint); k >= 0 {
+			if k := fr.find(t.Topic, t.TopicID, p.Partition, hint); k >= 0 {
 				out = append(out, slot{field: &p.RecordBatches, recs: &fr.recs[k]})
 				hint = k + 1
 			}
@@ -111,15 +62,134 @@ func (fr *fetchReply) slots(out []slot) []slot {
 	return out
 }
 
-// AppendTo implements kmsg.Response by copying: every partition's records are read from
-// their chunks (pread) into the response, which kmsg then encodes whole. The server does
-// not use it (see AppendSpliced); it is the reference the zero-copy path is tested against.
-// An unreadable segment panics: the interface has no error.
-func (fr *fetchReply) AppendTo(dst []byte) []byte {
-	slots := fr.slots(nil)
+// shareFetchReply is a ShareFetchResponse sent the same way: the share path leaves each
+// partition's acquired batches in the segment files (shareRecords), and they are spliced
+// in where kmsg encodes the partition's Records.
+type shareFetchReply struct {
+	*kmsg.ShareFetchResponse
+	splicing
+	fields []*[]byte // fields[i] is the Records field recs[i] fills
+}
+
+// newShareFetchReply takes over the records of a share.FetchResponse (they are in
+// encoding order, and the response no longer changes).
+func newShareFetchReply(r *share.FetchResponse) *shareFetchReply {
+	sr := &shareFetchReply{ShareFetchResponse: r.ShareFetchResponse}
+	sr.splicing = splicing{resp: r.ShareFetchResponse, layout: sr}
+	for i, pr := range r.Records {
+		if rec, ok := pr.Records.(*shareRecords); ok && len(rec.chunks) > 0 {
+			sr.recs = append(sr.recs, partRecords{topicID: pr.TopicID, partition: pr.Partition,
+				from: len(sr.chunks), to: len(sr.chunks) + len(rec.chunks), bytes: rec.n})
+			sr.fields = append(sr.fields, r.Field(i))
+			sr.chunks = append(sr.chunks, rec.chunks...)
+			rec.chunks = nil // the reply owns them now
+		}
+		pr.Records.Release()
+	}
+	r.Records = nil
+	return sr
+}
+
+// AppendTo implements kmsg.Response by copying (see splicing.AppendTo).
+func (sr *shareFetchReply) AppendTo(dst []byte) []byte { return sr.splicing.AppendTo(dst) }
+
+func (sr *shareFetchReply) slots(out []slot) []slot {
+	for i := range sr.recs {
+		out = append(out, slot{field: sr.fields[i], recs: &sr.recs[i]})
+	}
+	return out
+}
+
+// splicing is the zero-copy encoding shared by fetchReply and shareFetchReply: resp is the
+// kmsg response without records, layout says where recordChunks' records go in it.
+type splicing struct {
+	resp   kmsg.Response
+	layout interface{ slots([]slot) []slot }
+	buf    [16]slot // for slots, without an allocation per encoding
+	recordChunks
+}
+
+// AppendTo encodes the response by copying (see recordChunks.appendCopying).
+func (s *splicing) AppendTo(dst []byte) []byte {
+	return s.appendCopying(s.resp, s.layout.slots(nil), dst)
+}
+
+// AppendSpliced implements server.SplicedResponse (see recordChunks.appendSpliced).
+func (s *splicing) AppendSpliced(dst []byte, ins []server.Insert) ([]byte, []server.Insert, error) {
+	return s.appendSpliced(s.resp, s.layout.slots(s.buf[:0]), dst, ins)
+}
+
+// recordChunks are the records of a zero-copy response (fetchReply, shareFetchReply): for
+// each partition that has some, a run of log chunks.
+type recordChunks struct {
+	recs   []partRecords // partitions with records, in the order they were read
+	chunks []log.Chunk   // recs[i] owns chunks[recs[i].from:recs[i].to]
+}
+
+// partRecords is one partition's records in a recordChunks.
+type partRecords struct {
+	topic     string // "" in ShareFetch, which names topics by id only
+	topicID   [16]byte
+	partition int32
+	from, to  int   // its chunks
+	bytes     int64 // their total length
+}
+
+// readRecords reads a partition's records as chunks (log.ReadChunks) and attaches them
+// to the partition. It returns their length; nothing is attached when it is 0, or when
+// keep rejects the length (the read is released).
+func (rc *recordChunks) readRecords(l *log.Log, tg fetchTarget, limit int32, upTo int64, keep func(int64) bool) (int64, error) {
+	from := len(rc.chunks)
+	chunks, n, err := l.ReadChunks(rc.chunks, tg.offset, limit, upTo)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	if !keep(n) {
+		log.ReleaseChunks(chunks[from:])
+		rc.chunks = chunks[:from]
+		return 0, nil
+	}
+	rc.chunks = chunks
+	rc.recs = append(rc.recs, partRecords{topic: tg.topic, topicID: tg.topicID, partition: tg.partition,
+		from: from, to: len(chunks), bytes: n})
+	return n, nil
+}
+
+// Release implements server.SplicedResponse: the files may close. Idempotent; the fetch
+// handler also releases the reads a long poll replaces.
+func (rc *recordChunks) Release() {
+	log.ReleaseChunks(rc.chunks)
+	rc.chunks, rc.recs = nil, nil
+}
+
+// find returns the index in recs of the partition's records, or -1, looking from hint on
+// first (responses keep the read order, so a walk in order finds each at its hint).
+func (rc *recordChunks) find(topic string, topicID [16]byte, partition int32, hint int) int {
+	for k := range rc.recs {
+		i := (hint + k) % len(rc.recs)
+		r := &rc.recs[i]
+		if r.partition == partition && r.topic == topic && r.topicID == topicID {
+			return i
+		}
+	}
+	return -1
+}
+
+// slot is one partition of the response that carries records: its records field and its
+// records.
+type slot struct {
+	field *[]byte
+	recs  *partRecords
+}
+
+// appendCopying encodes resp with every slot's records read from their chunks (pread)
+// into its field, then empties the fields again. The server does not use it (see
+// appendSpliced); it is the reference the zero-copy path is tested against. An unreadable
+// segment panics: kmsg.Response.AppendTo has no error.
+func (rc *recordChunks) appendCopying(resp kmsg.Response, slots []slot, dst []byte) []byte {
 	for _, s := range slots {
 		b := make([]byte, 0, s.recs.bytes)
-		for _, c := range fr.chunks[s.recs.from:s.recs.to] {
+		for _, c := range rc.chunks[s.recs.from:s.recs.to] {
 			n := len(b)
 			b = b[:n+int(c.Len)]
 			if _, err := c.File().ReadAt(b[n:], c.Off); err != nil {
@@ -128,7 +198,7 @@ func (fr *fetchReply) AppendTo(dst []byte) []byte {
 		}
 		*s.field = b
 	}
-	dst = fr.FetchResponse.AppendTo(dst)
+	dst = resp.AppendTo(dst)
 	for _, s := range slots {
 		*s.field = []byte{}
 	}
@@ -144,47 +214,44 @@ var standIn = [2][]byte{{0x00}, {0xff}}
 
 var errProbe = errors.New("fetch: zero-copy encoding: probe encodings do not have the expected shape")
 
-// AppendSpliced implements server.SplicedResponse.
+// appendSpliced encodes resp for server.SplicedResponse: kmsg encodes the response; only
+// the records themselves are left out, to be sent from the files. To find where each
+// slot's records go, kmsg encodes the response twice with a one-byte stand-in as every
+// slot's records, 0x00 the first time and 0xFF the second: the encodings are equal except
+// at the stand-ins (everything else is the same struct, and kmsg's encoding is
+// deterministic), so the k-th differing byte is the k-th slot's records, in encoding order.
+// The output is the first probe with each stand-in cut out and its length prefix (the
+// bytes just before it: INT32 length, or UVARINT length+1 in flexible versions, as kmsg's
+// appendNullableBytes writes them with kbin) rewritten for the real length, with an insert
+// for each chunk at that point.
 //
-// kmsg encodes the response; only the records themselves are left out, to be sent from the
-// files. To find where each partition's records go, kmsg encodes the response twice with
-// a one-byte stand-in as every partition's records, 0x00 the first time and 0xFF the
-// second: the encodings are equal except at the stand-ins (everything else is the same
-// struct, and kmsg's encoding is deterministic), so the k-th differing byte is the k-th
-// partition's records, in encoding order. The output is the first probe with each
-// stand-in cut out and its length prefix (the bytes just before it: INT32 length, or
-// UVARINT length+1 in flexible versions, as kmsg's appendNullableBytes writes them with
-// kbin) rewritten for the real length, with an insert for each chunk at that point.
-//
-// Every assumption is checked on each call: exactly one differing byte per partition with
-// records, each preceded by the prefix kbin writes for one byte. A response that does not
-// pass is encoded by copying instead (AppendTo), so the bytes are right either way.
+// Every assumption is checked on each call: exactly one differing byte per slot, each
+// preceded by the prefix kbin writes for one byte. A response that does not pass is
+// encoded by copying instead (appendCopying), so the bytes are right either way.
 //
 // Letting kmsg encode the real lengths instead (stand-ins of the real length, sliced from
 // a zero buffer) would also need locating, and costs a copy of every record byte into the
 // encoding buffer (memmove at ~40 GB/s here: ~190 µs for an 8 MiB response, 6% of
 // BenchmarkFetch's 8-partition fetch) plus a buffer as large as the response per
 // connection.
-func (fr *fetchReply) AppendSpliced(dst []byte, ins []server.Insert) ([]byte, []server.Insert, error) {
-	if len(fr.recs) == 0 {
-		return fr.FetchResponse.AppendTo(dst), ins, nil
+func (rc *recordChunks) appendSpliced(resp kmsg.Response, slots []slot, dst []byte, ins []server.Insert) ([]byte, []server.Insert, error) {
+	if len(slots) == 0 {
+		return resp.AppendTo(dst), ins, nil
 	}
-	var slotsBuf [16]slot
-	slots := fr.slots(slotsBuf[:0])
 	bufs := probeBufs.Get().(*[2][]byte)
 	defer probeBufs.Put(bufs)
 	for i := range bufs {
 		for _, s := range slots {
 			*s.field = standIn[i]
 		}
-		bufs[i] = fr.FetchResponse.AppendTo(bufs[i][:0])
+		bufs[i] = resp.AppendTo(bufs[i][:0])
 	}
 	for _, s := range slots {
 		*s.field = []byte{}
 	}
 	a, b := bufs[0], bufs[1]
 
-	flexible := fr.IsFlexible()
+	flexible := resp.IsFlexible()
 	var prefixBuf [5]byte
 	standInPrefix := appendRecordsPrefix(prefixBuf[:0], 1, flexible)
 	start, cur := len(dst), 0
@@ -200,7 +267,7 @@ func (fr *fetchReply) AppendSpliced(dst []byte, ins []server.Insert) ([]byte, []
 		}
 		dst = append(dst, a[cur:p-len(standInPrefix)]...)
 		dst = appendRecordsPrefix(dst, s.recs.bytes, flexible)
-		for _, c := range fr.chunks[s.recs.from:s.recs.to] {
+		for _, c := range rc.chunks[s.recs.from:s.recs.to] {
 			ins = append(ins, server.Insert{At: len(dst), Chunk: server.FileChunk{File: c.File(), Off: c.Off, Len: c.Len}})
 		}
 		cur = p + 1
@@ -217,7 +284,7 @@ func (fr *fetchReply) AppendSpliced(dst []byte, ins []server.Insert) ([]byte, []
 				err = fmt.Errorf("%w; copying instead failed: %v", errProbe, r)
 			}
 		}()
-		dst = fr.AppendTo(dst)
+		dst = rc.appendCopying(resp, slots, dst)
 	}()
 	return dst, ins, err
 }

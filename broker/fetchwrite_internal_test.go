@@ -79,6 +79,28 @@ func materialize(t *testing.T, enc []byte, ins []server.Insert) []byte {
 	return append(out, enc[at:]...)
 }
 
+// wantEncodings checks that r's spliced body (appended after a prefix it must keep) and its
+// copying encoding are both want.
+func wantEncodings(t *testing.T, r server.SplicedResponse, want []byte) {
+	t.Helper()
+	enc, ins, err := r.AppendSpliced([]byte("prefix"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(enc[:6]) != "prefix" {
+		t.Fatal("AppendSpliced overwrote dst")
+	}
+	for i := range ins {
+		ins[i].At -= 6
+	}
+	if got := materialize(t, enc[6:], ins); !bytes.Equal(got, want) {
+		t.Fatalf("spliced body (%d bytes, %d inserts) differs from the copying encoding (%d bytes)", len(got), len(ins), len(want))
+	}
+	if got := r.AppendTo(nil); !bytes.Equal(got, want) {
+		t.Fatalf("AppendTo (%d bytes) differs from the copying encoding (%d bytes)", len(got), len(want))
+	}
+}
+
 // TestFetchReplyEncoding: for every Fetch version and records lengths at every width
 // boundary of the length prefix (INT32, or UVARINT length+1 in 1 to 4 bytes), in responses
 // with several topics and partitions, some empty, some erroring, some with aborted
@@ -158,22 +180,7 @@ func TestFetchReplyEncoding(t *testing.T) {
 				want := reference.AppendTo(nil)
 				before := resp.AppendTo(nil)
 
-				enc, ins, err := fr.AppendSpliced([]byte("prefix"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if string(enc[:6]) != "prefix" {
-					t.Fatal("AppendSpliced overwrote dst")
-				}
-				for i := range ins {
-					ins[i].At -= 6
-				}
-				if got := materialize(t, enc[6:], ins); !bytes.Equal(got, want) {
-					t.Fatalf("spliced body (%d bytes, %d inserts) differs from the copying encoding (%d bytes)", len(got), len(ins), len(want))
-				}
-				if got := fr.AppendTo(nil); !bytes.Equal(got, want) {
-					t.Fatalf("AppendTo (%d bytes) differs from the copying encoding (%d bytes)", len(got), len(want))
-				}
+				wantEncodings(t, fr, want)
 				if after := resp.AppendTo(nil); !bytes.Equal(after, before) {
 					t.Fatal("encoding changed the response")
 				}

@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -231,16 +228,215 @@ func TestFetchReleasesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Close()
-	tb.Stop()
+	stopHoldingNoFiles(t, tb)
+}
 
-	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
+// stopHoldingNoFiles stops the broker and fails the test for every file of its data
+// directory the process still holds open: a read whose hold was never released.
+func stopHoldingNoFiles(t *testing.T, tb *testbroker.Broker) {
+	t.Helper()
+	tb.Stop()
+	for _, f := range broker.OpenFilesUnder(t, tb.DataDir) {
+		t.Errorf("still open after stop: %s", f)
 	}
-	for _, fd := range fds {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
-		if err == nil && strings.HasPrefix(target, tb.DataDir) {
-			t.Errorf("still open after stop: %s", target)
+}
+
+// shareWireSetup creates topic "sq": partition 0 holds 2500 records of 1 KiB in batches
+// larger than the server's sendfile threshold, across 1 MiB segments; partition 1 holds
+// 30 small single-record batches (copied into the write buffer).
+func shareWireSetup(t *testing.T, tb *testbroker.Broker) *kgo.Client {
+	t.Helper()
+	cl := newClient(t, tb.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(64<<10))
+	ctx := ctxT(t)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "sq"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 2500 {
+		recs = append(recs, &kgo.Record{Topic: "sq", Partition: 0, Value: bytes.Repeat([]byte{byte(i)}, 1024)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "sq", Partition: 1, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
 		}
 	}
+	return cl
+}
+
+// rawShareFetch builds a ShareFetch of both partitions of m's topic, acknowledging acks.
+func rawShareFetch(m *shareMember, version int16, maxRecords int32, mode int8, maxWaitMs int32,
+	acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchRequest {
+	req := kmsg.NewPtrShareFetchRequest()
+	req.SetVersion(version)
+	req.GroupID, req.MemberID = &m.group, &m.id
+	req.ShareSessionEpoch = m.session
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = maxWaitMs, 1, 50<<20, maxRecords, maxRecords
+	if version >= 2 {
+		req.ShareAcquireMode = mode
+	}
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = m.topicID
+	for p := range int32(2) {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition = p
+		rp.AcknowledgementBatches = acks[p]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// TestShareFetchWireMatchesCopying: over a real connection (sendfile for the large
+// partition's batches, copies for the small ones), every ShareFetch version, in both
+// acquire modes, answers with exactly the bytes the copying path encodes: kmsg's encoding
+// of the response with each partition's records being Log.Read's bytes of the batches from
+// the first acquired offset to the last. Fetches acknowledge the previous ones until the
+// group has every record.
+func TestShareFetchWireMatchesCopying(t *testing.T) {
+	tb := testbroker.Start(t, testbroker.WithConfig(map[string]string{
+		"log.segment.bytes": "1048576", "group.share.assignment.interval.ms": "0"}))
+	cl := shareWireSetup(t, tb)
+	for version := int16(1); version <= 2; version++ {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			group := fmt.Sprintf("sq-v%d", version)
+			if code := alterGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest"); code != 0 {
+				t.Fatalf("alter group config: %d", code)
+			}
+			m := joinShareGroup(t, cl, group, "sq", "member-"+group)
+			raw := dialRaw(t, tb.Addr)
+			got := map[int32]int{}
+			var acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
+			for i := 0; got[0] < 2500 || got[1] < 30; i++ {
+				if i > 200 {
+					t.Fatalf("records acquired after 200 fetches: %v", got)
+				}
+				req := rawShareFetch(m, version, int32(37+50*(i%3)), int8(i%2), 1000, acks)
+				body := raw.do(req)
+				m.session++
+				resp := kmsg.NewPtrShareFetchResponse()
+				resp.SetVersion(version)
+				if err := resp.ReadFrom(body); err != nil {
+					t.Fatal(err)
+				}
+				if resp.ErrorCode != 0 {
+					t.Fatalf("share fetch error %d", resp.ErrorCode)
+				}
+				acks = map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{}
+				for ti := range resp.Topics {
+					for pi := range resp.Topics[ti].Partitions {
+						rp := &resp.Topics[ti].Partitions[pi]
+						if rp.ErrorCode != 0 || rp.AcknowledgeErrorCode != 0 {
+							t.Fatalf("partition %d: error %d, ack error %d", rp.Partition, rp.ErrorCode, rp.AcknowledgeErrorCode)
+						}
+						if len(rp.AcquiredRecords) == 0 {
+							if len(rp.Records) != 0 {
+								t.Fatalf("partition %d: %d record bytes without acquired records", rp.Partition, len(rp.Records))
+							}
+							continue
+						}
+						first, last := rp.AcquiredRecords[0].FirstOffset, rp.AcquiredRecords[0].LastOffset
+						for _, a := range rp.AcquiredRecords {
+							first, last = min(first, a.FirstOffset), max(last, a.LastOffset)
+							got[rp.Partition] += int(a.LastOffset - a.FirstOffset + 1)
+							ab := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+							ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = a.FirstOffset, a.LastOffset, []int8{1}
+							acks[rp.Partition] = append(acks[rp.Partition], ab)
+						}
+						bs, err := batch.Split(rp.Records)
+						if err != nil || len(bs) == 0 {
+							t.Fatalf("partition %d: records do not split into batches: %v", rp.Partition, err)
+						}
+						if base, end := batch.BaseOffset(bs[0]), lastOffsetOf(t, bs[len(bs)-1]); base > first || end < last {
+							t.Fatalf("partition %d: batches %d-%d do not hold the acquired %d-%d", rp.Partition, base, end, first, last)
+						}
+						rp.Records = broker.LogReadForTest(tb.Broker, "sq", rp.Partition, first, last+1)
+					}
+				}
+				if want := resp.AppendTo(nil); !bytes.Equal(body, want) {
+					t.Fatalf("fetch %d: wire body of %d bytes differs from the copying encoding (%d bytes)", i, len(body), len(want))
+				}
+			}
+			if got[0] != 2500 || got[1] != 30 {
+				t.Fatalf("acquired %v records, want 2500 and 30", got)
+			}
+		})
+	}
+}
+
+func lastOffsetOf(t *testing.T, b []byte) int64 {
+	t.Helper()
+	h, err := batch.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.FirstOffset + int64(h.LastOffsetDelta)
+}
+
+// TestShareFetchReleasesFiles: after share fetches of every kind (immediate, long polls
+// woken by a produce or expired, a long poll cut off by its connection's close, a session
+// closed with epoch -1, fetches racing DeleteRecords and topic deletion) and a clean stop,
+// the process holds no file of the data directory open: every read's hold on its segment
+// was released, sent or not.
+func TestShareFetchReleasesFiles(t *testing.T) {
+	tb := testbroker.Start(t, testbroker.WithConfig(map[string]string{
+		"log.segment.bytes": "1048576", "group.share.assignment.interval.ms": "0"}))
+	cl := shareWireSetup(t, tb)
+	if code := alterGroupConfig(t, cl, "sr", "share.auto.offset.reset", "earliest"); code != 0 {
+		t.Fatalf("alter group config: %d", code)
+	}
+	m := joinShareGroup(t, cl, "sr", "sq", "member-sr")
+	raw := dialRaw(t, tb.Addr)
+	fetch := func(maxRecords int32, maxWaitMs int32) *kmsg.ShareFetchResponse {
+		t.Helper()
+		body := raw.do(rawShareFetch(m, 2, maxRecords, 0, maxWaitMs, nil))
+		m.session++
+		resp := kmsg.NewPtrShareFetchResponse()
+		resp.SetVersion(2)
+		if err := resp.ReadFrom(body); err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for range 6 { // immediate; nothing acknowledged: the lock limit is not reached
+		fetch(100, 0)
+	}
+	ctx := ctxT(t)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.DeleteRecords(ctx, kadm.Offsets{"sq": {0: {Topic: "sq", Partition: 0, At: 500}}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 { // past the deleted records, to the end
+		fetch(500, 0)
+	}
+	fetch(500, 50) // expires with nothing
+
+	// A long poll woken by a produce.
+	raw.send(rawShareFetch(m, 2, 500, 0, 5000, nil))
+	time.Sleep(50 * time.Millisecond)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "sq", Partition: 1, Value: []byte("wake")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	raw.recv(&kmsg.ShareFetchRequest{Version: 2})
+	m.session++
+
+	// A second member's long poll, cut off by closing its connection.
+	m2 := joinShareGroup(t, cl, "sr", "sq", "member-sr2")
+	raw2 := dialRaw(t, tb.Addr)
+	raw2.send(rawShareFetch(m2, 2, 500, 0, 5000, nil))
+	time.Sleep(50 * time.Millisecond)
+	raw2.nc.Close()
+
+	// The first member's session closed with epoch -1 (releases its records).
+	m.session = -1
+	raw.do(rawShareFetch(m, 2, 500, 0, 0, nil))
+
+	if _, err := adm.DeleteTopics(ctx, "sq"); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	stopHoldingNoFiles(t, tb)
 }

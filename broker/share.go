@@ -233,8 +233,15 @@ func (b *Broker) handleShareFetch(ctx context.Context, req *server.Request, r *k
 	if !b.shareGroupsEnabled() {
 		return shareDisabled(req)
 	}
-	return b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
+	reply := b.shareReply(req, func(s *shareStack) (kmsg.Response, func() kmsg.Response) {
 		return s.fetch.ShareFetch(ctx, req.Conn.ID, req.Version, r)
+	})
+	// Records go out of the segment files with sendfile (fetchwrite.go).
+	return mapReply(reply, func(resp kmsg.Response) kmsg.Response {
+		if fr, ok := resp.(*share.FetchResponse); ok {
+			return newShareFetchReply(fr)
+		}
+		return resp
 	})
 }
 

@@ -1,9 +1,12 @@
 package share
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,7 +30,7 @@ import (
 // poll runs, and a session closed with epoch -1 releases the member's records.
 func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, req *kmsg.ShareFetchRequest) (kmsg.Response, func() kmsg.Response) {
 	req.Version = version
-	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	resp := &FetchResponse{ShareFetchResponse: req.ResponseKind().(*kmsg.ShareFetchResponse)}
 	fail := func(e *kerr.Error) (kmsg.Response, func() kmsg.Response) {
 		resp.ErrorCode = e.Code
 		resp.AcquisitionLockTimeoutMillis = 0
@@ -148,6 +151,55 @@ func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, 
 	}
 }
 
+// FetchResponse is ShareFetch's response. The records of the partitions that carry some
+// are not in the kmsg response (their Records fields are empty) but in Records, still where
+// Logs.Read left them, so the broker can send them from its files. AppendTo encodes the
+// whole response, copying them in.
+type FetchResponse struct {
+	*kmsg.ShareFetchResponse
+	Records []PartitionRecords // in encoding order (topics, then their partitions)
+}
+
+// PartitionRecords are one partition's records in a FetchResponse.
+type PartitionRecords struct {
+	TopicID   [16]byte
+	Partition int32
+	Records   Records
+	// Where the partition is: Topics[TopicIndex].Partitions[PartitionIndex].
+	TopicIndex, PartitionIndex int
+}
+
+// AppendTo implements kmsg.Response: the response with every partition's records copied
+// in. An unreadable read panics: the interface has no error.
+func (r *FetchResponse) AppendTo(dst []byte) []byte {
+	for i, pr := range r.Records {
+		b, err := pr.Records.AppendTo(make([]byte, 0, pr.Records.Len()))
+		if err != nil {
+			panic(fmt.Sprintf("share fetch: reading records of partition %d: %v", pr.Partition, err))
+		}
+		*r.Field(i) = b
+	}
+	dst = r.ShareFetchResponse.AppendTo(dst)
+	for i := range r.Records {
+		*r.Field(i) = []byte{}
+	}
+	return dst
+}
+
+// Field returns the kmsg Records field of Records[i].
+func (r *FetchResponse) Field(i int) *[]byte {
+	pr := &r.Records[i]
+	return &r.Topics[pr.TopicIndex].Partitions[pr.PartitionIndex].Records
+}
+
+// Release gives back every partition's records. Idempotent.
+func (r *FetchResponse) Release() {
+	for _, pr := range r.Records {
+		pr.Records.Release()
+	}
+	r.Records = nil
+}
+
 // validMemberID is KafkaApis.isMemberIdValid.
 func validMemberID(id *string) bool { return id != nil && *id != "" && len(*id) <= 36 }
 
@@ -187,8 +239,9 @@ type fetch struct {
 // partResult is one partition's part of the response.
 type partResult struct {
 	err      *kerr.Error
-	records  []byte
+	records  Records // the batches holding acquired, set with acquired
 	acquired []sharepartition.AcquiredRecords
+	bytes    int64 // readable bytes (a pass without acquisition)
 }
 
 // attempt tries to acquire records on every partition of the session and reports
@@ -240,7 +293,7 @@ func (f *fetch) pass(acquire bool) (int, bool) {
 				total += n
 			}
 		} else {
-			total += len(r.records)
+			total += int(r.bytes)
 		}
 	}
 	return total, failed
@@ -272,7 +325,11 @@ func (f *fetch) partition(t tp, maxBytes int32, budget int, acquire bool) *partR
 	}
 	offset := sp.NextFetchOffset()
 	rc := f.gc.readCommitted()
-	rr, err := m.logs.Read(t.topicID, t.partition, offset, maxBytes, rc)
+	// Read no further than the acquisition can reach: clients ask for up to
+	// fetch.max.bytes (kgo: 50 MiB) while a share fetch hands out at most a few thousand
+	// records (MaxRecords, the free record locks).
+	readTo := sp.FetchEnd(max(budget, 1))
+	rr, err := m.logs.Read(t.topicID, t.partition, offset, maxBytes, readTo, rc)
 	if err != nil {
 		ke := logError(err)
 		if ke == kerr.OffsetOutOfRange {
@@ -290,16 +347,23 @@ func (f *fetch) partition(t tp, maxBytes int32, budget int, acquire bool) *partR
 		sp.AdvanceLogStart(rr.LogStartOffset)
 		p.persistAndWake(sharepartition.Update{})
 	}
-	if !acquire {
-		return &partResult{records: rr.Records}
+	if rr.Records == nil {
+		return &partResult{}
 	}
-	raw, fetched, err := splitBatches(rr.Records)
+	if !acquire {
+		n := rr.Records.Len()
+		rr.Records.Release()
+		return &partResult{bytes: n}
+	}
+	read, err := rr.Records.Batches()
 	if err != nil {
+		rr.Records.Release()
 		m.cfg.Logger.Error("share fetch: corrupt log read", "key", key.String(), "err", err)
 		return &partResult{err: kerr.CorruptMessage}
 	}
-	if len(fetched) == 0 {
-		return &partResult{}
+	fetched := make([]sharepartition.FetchedBatch, len(read))
+	for i := range read {
+		fetched[i] = read[i].FetchedBatch
 	}
 	batchSize := int(f.batchSize)
 	if batchSize <= 0 {
@@ -320,10 +384,13 @@ func (f *fetch) partition(t tp, maxBytes int32, budget int, acquire bool) *partR
 	// Acquisitions are not persisted; only records archived at the delivery limit are,
 	// and nothing in this response depends on that write.
 	p.persist(res.Update)
-	if len(res.Records) == 0 {
+	from, to, ok := acquiredBytes(read, res.Records)
+	if !ok { // nothing acquired (acquired offsets always lie in the read)
+		rr.Records.Release()
 		return &partResult{}
 	}
-	return &partResult{acquired: res.Records, records: sliceBatches(raw, fetched, res.Records)}
+	rr.Records.Slice(from, to)
+	return &partResult{acquired: res.Records, records: rr.Records}
 }
 
 // longPoll waits until records can be acquired, the wait ends or ctx ends
@@ -366,10 +433,20 @@ func (f *fetch) longPoll(wait time.Duration) {
 			f.attempt(true)
 			return
 		case <-f.ctx.Done():
-			f.results = nil
+			f.release()
 			return
 		}
 	}
+}
+
+// release gives back the records of results that will not be sent.
+func (f *fetch) release() {
+	for _, r := range f.results {
+		if r.records != nil {
+			r.records.Release()
+		}
+	}
+	f.results = nil
 }
 
 // fill writes the fetch and acknowledgement results into resp and returns the partitions
@@ -377,10 +454,11 @@ func (f *fetch) longPoll(wait time.Duration) {
 // (epoch 0) response lists every partition of the session; a later one only those with
 // records, an error or a pending update. Partitions with only an acknowledgement result
 // are added with ErrorCode NONE (KafkaApis.combineShareFetchAndShareAcknowledgeResponses).
-func (f *fetch) fill(resp *kmsg.ShareFetchResponse, acks []ackResult, dirty map[tp]bool, initial bool) map[tp]bool {
+func (f *fetch) fill(resp *FetchResponse, acks []ackResult, dirty map[tp]bool, initial bool) map[tp]bool {
 	type entry struct {
-		t  tp
-		rp kmsg.ShareFetchResponseTopicPartition
+		t       tp
+		rp      kmsg.ShareFetchResponseTopicPartition
+		records Records
 	}
 	var order []*entry
 	idx := make(map[tp]*entry)
@@ -411,7 +489,8 @@ func (f *fetch) fill(resp *kmsg.ShareFetchResponse, acks []ackResult, dirty map[
 			rp.ErrorCode = r.err.Code
 		}
 		if len(r.acquired) > 0 {
-			rp.Records = r.records
+			idx[t].records = r.records
+			r.records = nil
 			for _, a := range r.acquired {
 				ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
 				ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.FirstOffset, a.LastOffset, a.DeliveryCount
@@ -420,6 +499,7 @@ func (f *fetch) fill(resp *kmsg.ShareFetchResponse, acks []ackResult, dirty map[
 		}
 		sent[t] = r.err != nil
 	}
+	f.release() // what a later (incremental) response leaves out
 	for i := range acks {
 		a := &acks[i]
 		rp := get(a.t)
@@ -437,7 +517,13 @@ func (f *fetch) fill(resp *kmsg.ShareFetchResponse, acks []ackResult, dirty map[
 			topicIdx[e.t.topicID] = ti
 		}
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, e.rp)
+		if e.records != nil {
+			resp.Records = append(resp.Records, PartitionRecords{TopicID: e.t.topicID, Partition: e.t.partition,
+				Records: e.records, TopicIndex: ti, PartitionIndex: len(resp.Topics[ti].Partitions) - 1})
+		}
 	}
+	// Encoding order: a topic's partitions are grouped where the topic first appears.
+	slices.SortStableFunc(resp.Records, func(a, b PartitionRecords) int { return cmp.Compare(a.TopicIndex, b.TopicIndex) })
 	return sent
 }
 
@@ -449,60 +535,57 @@ func asKerr(err error) *kerr.Error {
 	return kerr.UnknownServerError
 }
 
-// splitBatches cuts a log read into its batches and describes each for Acquire. Only
-// the header is read (no CRC pass over the data, which the log validated on append);
-// control batches are decoded to tell ABORT markers for read_committed.
-func splitBatches(b []byte) ([][]byte, []sharepartition.FetchedBatch, error) {
-	var raw [][]byte
-	var out []sharepartition.FetchedBatch
-	for len(b) > 0 {
-		if len(b) < batch.HeaderSize {
-			break // a log read never ends in a partial batch; be lenient as a consumer is
-		}
-		n := 12 + int(int32(binary.BigEndian.Uint32(b[8:12])))
-		if n < batch.HeaderSize || n > len(b) {
-			if n > len(b) {
-				break
-			}
-			return nil, nil, batch.ErrCorrupt
-		}
-		one := b[:n]
-		b = b[n:]
-		base := int64(binary.BigEndian.Uint64(one[0:8]))
-		attrs := int16(binary.BigEndian.Uint16(one[21:23]))
-		lastDelta := int32(binary.BigEndian.Uint32(one[23:27]))
-		fb := sharepartition.FetchedBatch{
-			BaseOffset:    base,
-			LastOffset:    base + int64(lastDelta),
-			ProducerID:    int64(binary.BigEndian.Uint64(one[43:51])),
-			Transactional: attrs&0x10 != 0,
-			Control:       attrs&0x20 != 0,
-		}
-		if fb.Control {
-			if h, err := batch.Parse(one); err == nil {
-				if mk, err := batch.ParseMarker(&h); err == nil {
-					fb.AbortMarker = !mk.Commit
-				}
-			}
-		}
-		raw = append(raw, one)
-		out = append(out, fb)
+// DescribeBatch describes a stored record batch for Acquire from its header (batch.HeaderSize
+// bytes; no CRC pass, the log validated the batch on append). b must hold the whole batch
+// when it is a control batch (IsControlBatch): its marker tells ABORT for read_committed.
+func DescribeBatch(b []byte) (sharepartition.FetchedBatch, error) {
+	if len(b) < batch.HeaderSize {
+		return sharepartition.FetchedBatch{}, batch.ErrCorrupt
 	}
-	return raw, out, nil
+	base := int64(binary.BigEndian.Uint64(b[0:8]))
+	attrs := int16(binary.BigEndian.Uint16(b[21:23]))
+	lastDelta := int32(binary.BigEndian.Uint32(b[23:27]))
+	fb := sharepartition.FetchedBatch{
+		BaseOffset:    base,
+		LastOffset:    base + int64(lastDelta),
+		ProducerID:    int64(binary.BigEndian.Uint64(b[43:51])),
+		Transactional: attrs&0x10 != 0,
+		Control:       attrs&0x20 != 0,
+	}
+	if fb.Control {
+		if BatchLen(b) > int64(len(b)) {
+			return fb, batch.ErrCorrupt
+		}
+		if h, err := batch.Parse(b); err == nil {
+			if mk, err := batch.ParseMarker(&h); err == nil {
+				fb.AbortMarker = !mk.Commit
+			}
+		}
+	}
+	return fb, nil
 }
 
-// sliceBatches returns the batches overlapping the acquired ranges, from the one holding
-// the first acquired offset to the one holding the last (Kafka's maybeSliceFetchRecords).
-// Batches in between are sent whole even where another member holds them: clients keep
-// only the offsets listed in AcquiredRecords.
-func sliceBatches(raw [][]byte, fetched []sharepartition.FetchedBatch, acq []sharepartition.AcquiredRecords) []byte {
+// IsControlBatch reports whether the batch whose header starts b is a control batch.
+func IsControlBatch(b []byte) bool { return binary.BigEndian.Uint16(b[21:23])&0x20 != 0 }
+
+// BatchLen is the length of the stored batch whose header starts b (at least 12 bytes).
+func BatchLen(b []byte) int64 { return 12 + int64(int32(binary.BigEndian.Uint32(b[8:12]))) }
+
+// acquiredBytes returns the bytes of the read holding the acquired ranges, from the batch
+// holding the first acquired offset to the one holding the last (Kafka's
+// maybeSliceFetchRecords). Batches in between are sent whole even where another member
+// holds them: clients keep only the offsets listed in AcquiredRecords.
+func acquiredBytes(read []ReadBatch, acq []sharepartition.AcquiredRecords) (from, to int64, ok bool) {
+	if len(acq) == 0 {
+		return 0, 0, false
+	}
 	first, last := acq[0].FirstOffset, acq[0].LastOffset
 	for _, a := range acq[1:] {
 		first, last = min(first, a.FirstOffset), max(last, a.LastOffset)
 	}
 	lo, hi := -1, -1
-	for i, fb := range fetched {
-		if fb.LastOffset >= first && fb.BaseOffset <= last {
+	for i := range read {
+		if read[i].LastOffset >= first && read[i].BaseOffset <= last {
 			if lo < 0 {
 				lo = i
 			}
@@ -510,15 +593,7 @@ func sliceBatches(raw [][]byte, fetched []sharepartition.FetchedBatch, acq []sha
 		}
 	}
 	if lo < 0 {
-		return []byte{}
+		return 0, 0, false
 	}
-	n := 0
-	for _, r := range raw[lo : hi+1] {
-		n += len(r)
-	}
-	out := make([]byte, 0, n)
-	for _, r := range raw[lo : hi+1] {
-		out = append(out, r...)
-	}
-	return out
+	return read[lo].Pos, read[hi].Pos + read[hi].Len, true
 }

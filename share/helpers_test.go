@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,8 +24,9 @@ import (
 // made with batch.Encode, with a high watermark, a last stable offset, an aborted index
 // and watchers, as the broker's partitions have.
 type fakeLogs struct {
-	mu     sync.Mutex
-	topics map[[16]byte]*fakeTopic
+	mu          sync.Mutex
+	topics      map[[16]byte]*fakeTopic
+	outstanding atomic.Int64 // reads not released
 }
 
 type fakeTopic struct {
@@ -181,7 +183,7 @@ func (l *fakeLogs) deleteRecords(id [16]byte, p int32, start int64) {
 	}
 }
 
-func (l *fakeLogs) Read(id [16]byte, p int32, offset int64, maxBytes int32, readCommitted bool) (ReadResult, error) {
+func (l *fakeLogs) Read(id [16]byte, p int32, offset int64, maxBytes int32, maxOffset int64, readCommitted bool) (ReadResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	fp, err := l.part(id, p)
@@ -196,15 +198,17 @@ func (l *fakeLogs) Read(id [16]byte, p int32, offset int64, maxBytes int32, read
 	if readCommitted {
 		upTo = rr.LastStableOffset
 	}
+	upTo = min(upTo, maxOffset)
 	var lastRead int64 = -1
+	var data []byte
 	for _, b := range fp.batches {
 		if b.last < offset || b.base >= upTo {
 			continue
 		}
-		if len(rr.Records) > 0 && len(rr.Records)+len(b.data) > int(maxBytes) {
+		if len(data) > 0 && len(data)+len(b.data) > int(maxBytes) {
 			break
 		}
-		rr.Records = append(rr.Records, b.data...)
+		data = append(data, b.data...)
 		lastRead = b.last
 	}
 	if readCommitted && lastRead >= 0 {
@@ -214,7 +218,81 @@ func (l *fakeLogs) Read(id [16]byte, p int32, offset int64, maxBytes int32, read
 			}
 		}
 	}
+	if len(data) > 0 {
+		l.outstanding.Add(1)
+		rr.Records = &memRecords{b: data, outstanding: &l.outstanding}
+	}
 	return rr, nil
+}
+
+// memRecords are the fake's Records: the bytes read, with a count of reads not yet
+// released (every read must end released, directly or through its response).
+type memRecords struct {
+	b           []byte
+	released    bool
+	outstanding *atomic.Int64
+}
+
+func (r *memRecords) Len() int64 { return int64(len(r.b)) }
+
+func (r *memRecords) Batches() ([]ReadBatch, error) {
+	var out []ReadBatch
+	for pos := int64(0); pos < int64(len(r.b)); {
+		rest := r.b[pos:]
+		if len(rest) < batch.HeaderSize {
+			return nil, batch.ErrCorrupt
+		}
+		n := BatchLen(rest)
+		if n < batch.HeaderSize || n > int64(len(rest)) {
+			return nil, batch.ErrCorrupt
+		}
+		fb, err := DescribeBatch(rest[:n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ReadBatch{FetchedBatch: fb, Pos: pos, Len: n})
+		pos += n
+	}
+	return out, nil
+}
+
+func (r *memRecords) Slice(from, to int64) { r.b = r.b[from:to] }
+
+func (r *memRecords) AppendTo(dst []byte) ([]byte, error) { return append(dst, r.b...), nil }
+
+func (r *memRecords) Release() {
+	if r.released {
+		panic("memRecords released twice")
+	}
+	r.released = true
+	r.outstanding.Add(-1)
+}
+
+// sfr returns a ShareFetch response as the client decodes it: records copied in, the
+// reads released.
+func sfr(r kmsg.Response) *kmsg.ShareFetchResponse {
+	switch resp := r.(type) {
+	case *FetchResponse:
+		for i, pr := range resp.Records {
+			if i > 0 {
+				prev := resp.Records[i-1]
+				if prev.TopicIndex > pr.TopicIndex || prev.TopicIndex == pr.TopicIndex && prev.PartitionIndex >= pr.PartitionIndex {
+					panic(fmt.Sprintf("FetchResponse.Records not in encoding order: %+v", resp.Records))
+				}
+			}
+			if rp := resp.Topics[pr.TopicIndex].Partitions[pr.PartitionIndex]; rp.Partition != pr.Partition ||
+				resp.Topics[pr.TopicIndex].TopicID != pr.TopicID {
+				panic(fmt.Sprintf("FetchResponse.Records[%d] points at another partition", i))
+			}
+			b, _ := pr.Records.AppendTo(nil)
+			*resp.Field(i) = b
+		}
+		resp.Release()
+		return resp.ShareFetchResponse
+	case *kmsg.ShareFetchResponse:
+		return resp
+	}
+	panic(fmt.Sprintf("not a ShareFetch response: %T", r))
 }
 
 func (l *fakeLogs) Watch(id [16]byte, p int32, ch chan struct{}) func() {
@@ -309,7 +387,12 @@ func newEnv(t *testing.T) *env {
 	e.logs.createTopic("a", topicA, 3)
 	e.logs.createTopic("b", topicB, 1)
 	e.start()
-	t.Cleanup(func() { e.m.Close() })
+	t.Cleanup(func() {
+		e.m.Close()
+		if n := e.logs.outstanding.Load(); n != 0 {
+			t.Errorf("%d log reads never released", n)
+		}
+	})
 	return e
 }
 
@@ -481,7 +564,7 @@ func (e *env) fetch(r fetchReq) *kmsg.ShareFetchResponse {
 		}
 		resp = wait()
 	}
-	return resp.(*kmsg.ShareFetchResponse)
+	return sfr(resp)
 }
 
 type ackReq struct {

@@ -23,12 +23,13 @@ import (
 // reported to the client as KAFKA_STORAGE_ERROR.
 type Logs interface {
 	// Read returns whole record batches starting with the one containing offset (KIP-74:
-	// the first batch whole even if larger than maxBytes), never beyond the high watermark
-	// (read_uncommitted) or the last stable offset (read_committed); plus the high
-	// watermark, the LSO, the log start offset and, for read_committed, the aborted
-	// transactions (producer id, first offset) overlapping the read. An offset at or past
-	// the end of what may be read returns no records and no error.
-	Read(topicID [16]byte, partition int32, offset int64, maxBytes int32, readCommitted bool) (ReadResult, error)
+	// the first batch whole even if larger than maxBytes), never a batch whose base offset
+	// is at or past maxOffset, the high watermark (read_uncommitted) or the last stable
+	// offset (read_committed); plus the high watermark, the LSO, the log start offset and,
+	// for read_committed, the aborted transactions (producer id, first offset) overlapping
+	// the read. An offset at or past the end of what may be read returns no records and no
+	// error.
+	Read(topicID [16]byte, partition int32, offset int64, maxBytes int32, maxOffset int64, readCommitted bool) (ReadResult, error)
 	// Watch signals ch (non-blocking) whenever the partition's high watermark or LSO
 	// advances; the returned func unregisters. ShareFetch long polls use it.
 	Watch(topicID [16]byte, partition int32, ch chan struct{}) (unwatch func())
@@ -42,11 +43,37 @@ type Logs interface {
 
 // ReadResult is what Logs.Read returns.
 type ReadResult struct {
-	Records          []byte // whole batches, as stored
+	// Records is nil when nothing was read. Otherwise whoever holds it must Release it or
+	// hand it on (a FetchResponse does).
+	Records          Records
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
 	Aborted          []sharepartition.AbortedTxn // read_committed only
+}
+
+// Records is a log read: whole record batches, as stored. The broker keeps them in its
+// segment files (zero copy) until the response carrying them is written; the share path
+// looks only at their headers (Batches), keeps the part that holds the acquired records
+// (Slice) and hands that to the response.
+type Records interface {
+	// Len is the length in bytes.
+	Len() int64
+	// Batches describes the batches in log order.
+	Batches() ([]ReadBatch, error)
+	// Slice narrows the records to bytes [from, to) (batch boundaries, from Batches) and
+	// releases the rest.
+	Slice(from, to int64)
+	// AppendTo appends a copy of the bytes to dst.
+	AppendTo(dst []byte) ([]byte, error)
+	// Release gives the read back (files may close); once, and never after handing it on.
+	Release()
+}
+
+// ReadBatch is one batch of a Records: what Acquire needs to know of it, and where it is.
+type ReadBatch struct {
+	sharepartition.FetchedBatch
+	Pos, Len int64 // bytes [Pos, Pos+Len) of the Records
 }
 
 // GroupConfig holds a share group's effective settings (group configs resolved against the

@@ -94,7 +94,7 @@ func TestRenewPiggybackedOnShareFetchDoesNotFetch(t *testing.T) {
 	req := fetchReq{member: "m1", epoch: ep + 2, acks: acks{0: {ackBatch(0, 0, typeRenew)}}}.build()
 	req.IsRenewAck, req.MaxWaitMillis = true, 100
 	r, _ := e.m.ShareFetch(context.Background(), 0, 2, req)
-	wantCode(t, "renew with MaxWaitMs", r.(*kmsg.ShareFetchResponse).ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "renew with MaxWaitMs", sfr(r).ErrorCode, kerr.InvalidRequest)
 }
 
 func TestRenewRules(t *testing.T) {
@@ -209,13 +209,13 @@ func TestFetchPartitionErrors(t *testing.T) {
 	req := fetchReq{member: "m1", epoch: 0, parts: []int32{0}}.build()
 	req.GroupID = nil
 	r, _ := e.m.ShareFetch(context.Background(), 0, 2, req)
-	wantCode(t, "null group", r.(*kmsg.ShareFetchResponse).ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "null group", sfr(r).ErrorCode, kerr.InvalidRequest)
 	req = fetchReq{member: "", epoch: 0, parts: []int32{0}}.build()
 	r, _ = e.m.ShareFetch(context.Background(), 0, 2, req)
-	wantCode(t, "empty member", r.(*kmsg.ShareFetchResponse).ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "empty member", sfr(r).ErrorCode, kerr.InvalidRequest)
 	req = fetchReq{member: "0123456789012345678901234567890123456", epoch: 0, parts: []int32{0}}.build()
 	r, _ = e.m.ShareFetch(context.Background(), 0, 2, req)
-	wantCode(t, "37-char member", r.(*kmsg.ShareFetchResponse).ErrorCode, kerr.InvalidRequest)
+	wantCode(t, "37-char member", sfr(r).ErrorCode, kerr.InvalidRequest)
 }
 
 // Subsequent responses carry only partitions with records, errors or pending updates
@@ -389,7 +389,7 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 		t.Fatal("an empty fetch with MaxWaitMs did not wait")
 	}
 	done := make(chan *kmsg.ShareFetchResponse)
-	go func() { done <- wait().(*kmsg.ShareFetchResponse) }()
+	go func() { done <- sfr(wait()) }()
 	// Produce once the poll watches the partition (it may also have started after).
 	for e.logs.watchers(topicA, 0) == 0 {
 		select {
@@ -413,7 +413,7 @@ func TestLongPollWakesOnRelease(t *testing.T) {
 	e.fetch(fetchReq{member: "m2", epoch: 0, parts: []int32{0}})
 	_, wait := e.m.ShareFetch(context.Background(), 0, 2, fetchReq{member: "m2", epoch: 1, maxWaitMs: 5000}.build())
 	done := make(chan *kmsg.ShareFetchResponse)
-	go func() { done <- wait().(*kmsg.ShareFetchResponse) }()
+	go func() { done <- sfr(wait()) }()
 	for !e.hasWaiter(topicA, 0) {
 		yield()
 	}
@@ -427,7 +427,7 @@ func TestLongPollTimesOutEmpty(t *testing.T) {
 	e.fetch(fetchReq{member: "m1", epoch: 0, parts: []int32{0}})
 	_, wait := e.m.ShareFetch(context.Background(), 0, 2, fetchReq{member: "m1", epoch: 1, maxWaitMs: 500}.build())
 	done := make(chan *kmsg.ShareFetchResponse)
-	go func() { done <- wait().(*kmsg.ShareFetchResponse) }()
+	go func() { done <- sfr(wait()) }()
 	ft := e.waitTimer(500 * time.Millisecond)
 	ft.c <- e.clk.Now()
 	resp := <-done
@@ -442,7 +442,7 @@ func TestLongPollEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	_, wait := e.m.ShareFetch(ctx, 0, 2, fetchReq{member: "m1", epoch: 1, maxWaitMs: 5000}.build())
 	cancel()
-	if resp := wait().(*kmsg.ShareFetchResponse); resp.ErrorCode != 0 {
+	if resp := sfr(wait()); resp.ErrorCode != 0 {
 		t.Fatalf("cancelled poll: %v", kerr.ErrorForCode(resp.ErrorCode))
 	}
 }
@@ -462,7 +462,7 @@ func TestMinBytes(t *testing.T) {
 		t.Fatalf("records acquired while waiting for MinBytes: %+v", d[0].Window)
 	}
 	done := make(chan *kmsg.ShareFetchResponse)
-	go func() { done <- wait().(*kmsg.ShareFetchResponse) }()
+	go func() { done <- sfr(wait()) }()
 	e.logs.produce(topicA, 0, 2, 0)
 	e.wantAcquired(<-done, topicA, 0, acquired{0, 2, 1})
 }
@@ -479,7 +479,7 @@ func TestShareSessionLimitReached(t *testing.T) {
 		t.Fatal("SHARE_SESSION_LIMIT_REACHED was not delayed")
 	}
 	done := make(chan *kmsg.ShareFetchResponse)
-	go func() { done <- wait().(*kmsg.ShareFetchResponse) }()
+	go func() { done <- sfr(wait()) }()
 	e.waitTimer(700 * time.Millisecond).c <- e.clk.Now()
 	wantCode(t, "second session", (<-done).ErrorCode, kerr.ShareSessionLimitReached)
 	// Reopening the same member's session does not count twice.

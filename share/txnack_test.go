@@ -567,7 +567,7 @@ func TestTxnAbortWakesLongPoll(t *testing.T) {
 		t.Fatal("expected a long poll")
 	}
 	done := make(chan *kmsg.ShareFetchResponse)
-	go func() { done <- wait().(*kmsg.ShareFetchResponse) }()
+	go func() { done <- sfr(wait()) }()
 	for e.logs.watchers(topicA, 0) == 0 {
 		yield()
 	}

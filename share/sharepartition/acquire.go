@@ -104,6 +104,38 @@ func (sp *SharePartition) CanAcquire() bool {
 	return sp.NextFetchOffset() != sp.nextOffset || sp.InFlightRecords() < sp.cfg.MaxInFlightRecords
 }
 
+// FetchEnd bounds the log read of an acquisition of at most maxRecords records:
+// Acquire takes nothing from a batch whose base offset is at or past it, so a
+// read of the batches from NextFetchOffset with base offsets below FetchEnd
+// acquires exactly what a longer read would (on a log without compaction gaps;
+// across a gap a longer read may acquire a whole batch more, MaxRecords being
+// soft). Re-deliveries lie inside the window, below its end; new records are
+// taken after it, at most min(maxRecords, free record locks) of them, rounded up
+// to whole log batches.
+func (sp *SharePartition) FetchEnd(maxRecords int) int64 {
+	n := min(int64(max(maxRecords, 0)), sp.cfg.MaxInFlightRecords-sp.InFlightRecords())
+	return sp.nextOffset + max(n, 0)
+}
+
+// Holds reports whether member has ACQUIRED records here: records only its own
+// acknowledgement (or lock expiry) gives back.
+func (sp *SharePartition) Holds(member string) bool {
+	for _, b := range sp.batches {
+		if b.offs == nil {
+			if b.rec.state == Acquired && b.rec.member == member {
+				return true
+			}
+			continue
+		}
+		for i := range b.offs {
+			if b.offs[i].state == Acquired && b.offs[i].member == member {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Acquire locks fetched records to req.Member (Kafka's SharePartition.acquire,
 // kip-932.md 2.4). AVAILABLE records inside the window are re-acquired (whole
 // cached batches when the fetch covers them, else offset by offset); records

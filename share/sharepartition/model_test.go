@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"testing"
 
@@ -399,6 +401,19 @@ func TestModel(t *testing.T) {
 	})
 }
 
+// clone is a deep copy of sp.
+func (sp *SharePartition) clone() *SharePartition {
+	c := *sp
+	c.batches = make([]*batch, len(sp.batches))
+	for i, b := range sp.batches {
+		nb := *b
+		nb.offs = slices.Clone(b.offs)
+		c.batches[i] = &nb
+	}
+	c.locks = slices.Clone(sp.locks)
+	return &c
+}
+
 func (m *modelTest) opAcquire(t *rapid.T) {
 	member := rapid.SampledFrom(m.members).Draw(t, "member")
 	fo := m.sp.NextFetchOffset()
@@ -410,7 +425,21 @@ func (m *modelTest) opAcquire(t *rapid.T) {
 	}
 	before := m.snapshotRecs()
 	oldNext := m.next
+	// A read bounded by FetchEnd (what the broker reads) acquires exactly what this read
+	// does, on a copy of the same state.
+	bounded := req
+	end := m.sp.FetchEnd(req.MaxRecords)
+	bounded.Batches = nil
+	for _, fb := range req.Batches {
+		if fb.BaseOffset < end {
+			bounded.Batches = append(bounded.Batches, fb)
+		}
+	}
+	boundedRes := m.sp.clone().Acquire(m.now, bounded)
 	res := m.sp.Acquire(m.now, req)
+	if !reflect.DeepEqual(res.Records, boundedRes.Records) || res.Count != boundedRes.Count {
+		t.Fatalf("read bounded at FetchEnd %d acquired %v, the whole read %v", end, boundedRes.Records, res.Records)
+	}
 	m.persist(t, res.Update)
 	acquired := map[int64]int16{}
 	total := 0
