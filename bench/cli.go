@@ -99,7 +99,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	shareMax := fs.Int("share-max-records", 0, "share: kgo ShareMaxRecords per ShareFetch (0: kgo default, 500)")
 	shareBytes := fs.Int("share-fetch-bytes", 0, "share: kgo FetchMaxBytes of the share consumers (0: kgo default, 50 MiB)")
 	shareWait := fs.Duration("share-fetch-wait", 0, "share: kgo FetchMaxWait of the share consumers (0: kgo default, 5s)")
-	shareGroupCfg := fs.String("share-group-config", "", "share: further group configs, k=v comma-separated (e.g. share.partition.max.record.locks=10000)")
+	shareGroupCfg := fs.String("share-group-config", "", "share (and suite P3, P5): further share group configs, k=v comma-separated (e.g. share.partition.max.record.locks=4000)")
 	withKafka := fs.Bool("kafka", false, "also start Apache Kafka "+kafka.Version+" (jars via Maven, cached) and measure it alternately with the other targets; adds a ratio table")
 	kafkaWarm := fs.Int("kafka-warmup", 200000, "-kafka: records produced and consumed to warm Kafka's JVM up before measuring (suite -smoke: 20000)")
 	tmp := fs.String("tmp", "", "directory for started brokers' data (default: the system temp dir)")

@@ -63,8 +63,11 @@ type PipelineConfig struct {
 	// share partition's window of share.partition.max.record.locks (default 2000) records
 	// until the commit, so a share consumer cannot acquire more than that per transaction.
 	CommitRecords int
-	Progress      func(committed int)
-	OnStart       func() // called when the measured interval starts (the first input)
+	// GroupConfigs are further configs of the share group (e.g.
+	// share.partition.max.record.locks, to let a transaction hold more records).
+	GroupConfigs map[string]string
+	Progress     func(committed int)
+	OnStart      func() // called when the measured interval starts (the first input)
 }
 
 // PipelineResult is what a pipeline run measured.
@@ -340,8 +343,18 @@ type shareSource struct {
 }
 
 func newShareSource(ctx context.Context, cfg PipelineConfig) (*shareSource, error) {
-	if err := setGroupConfigAt(ctx, cfg.Brokers, cfg.Group, "share.auto.offset.reset", "earliest"); err != nil {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
 		return nil, err
+	}
+	defer cl.Close()
+	if err := setGroupConfig(ctx, cl, cfg.Group, "share.auto.offset.reset", "earliest"); err != nil {
+		return nil, err
+	}
+	for k, v := range cfg.GroupConfigs {
+		if err := setGroupConfig(ctx, cl, cfg.Group, k, v); err != nil {
+			return nil, err
+		}
 	}
 	s := &shareSource{txn: cfg.Mode == PipelineEOSShare}
 	c, err := client.NewShareConsumer(client.ShareConsumerConfig{

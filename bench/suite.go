@@ -557,6 +557,7 @@ func (s *Suite) measurePipeline(ctx context.Context, tg Target, id string, mode 
 	var cpu0 time.Duration
 	cfg.OnStart = func() { cpu0 = procCPU(proc) }
 	if mode != PipelineEOSGroup {
+		cfg.GroupConfigs = s.ShareGroupCfg
 		cfg.CommitRecords = s.ShareCommitRecords
 		if cfg.CommitRecords <= 0 {
 			cfg.CommitRecords = 1000
