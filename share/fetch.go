@@ -28,6 +28,11 @@ import (
 // applied in memory at once (so a RELEASE is redeliverable by this very fetch); the
 // acquisition; then, in the wait, the acknowledgements' writes become durable, the long
 // poll runs, and a session closed with epoch -1 releases the member's records.
+//
+// Where exactq answers earlier than Kafka's DelayedShareFetch (MaxWait is an upper bound;
+// an early empty answer is always allowed): a fetch that carried acknowledgements and can
+// acquire nothing is answered once they are durable, and a fetch that stalls on its own
+// member's record locks is answered at once, then with a short backoff (stallWait).
 func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, req *kmsg.ShareFetchRequest) (kmsg.Response, func() kmsg.Response) {
 	req.Version = version
 	resp := &FetchResponse{ShareFetchResponse: req.ResponseKind().(*kmsg.ShareFetchResponse)}
@@ -74,6 +79,7 @@ func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, 
 
 	m.mu.Lock()
 	parts, dirty, serr := m.sessions.fetchContext(key, req.ShareSessionEpoch, connID, hasAcks, reqParts, forget)
+	stalls := m.sessions.stallCount(key)
 	m.mu.Unlock()
 	if serr == kerr.ShareSessionLimitReached {
 		// Kafka answers after MaxWaitMs (createIdleShareFetchTimerTask), so a client does
@@ -105,7 +111,7 @@ func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, 
 		m: m, ctx: ctx, group: group, member: member, gc: gc,
 		epoch: req.ShareSessionEpoch, parts: parts,
 		minBytes: req.MinBytes, maxBytes: req.MaxBytes, maxRecords: req.MaxRecords,
-		batchSize: req.BatchSize, mode: sharepartition.BatchOptimized,
+		batchSize: req.BatchSize, mode: sharepartition.BatchOptimized, stalls: stalls,
 	}
 	if version >= 2 && req.ShareAcquireMode == 1 {
 		f.mode = sharepartition.RecordLimit
@@ -115,6 +121,17 @@ func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, 
 	ready := true
 	if doFetch {
 		ready = f.attempt(wait <= 0)
+		switch {
+		case ready:
+		case hasAcks:
+			// The acknowledgement results are news: answer with what can be acquired now
+			// (maybe nothing, maybe less than MinBytes) rather than hold them until MaxWait
+			// as Kafka does; clients wait for them (kgo's FlushAcks does, and caps such a
+			// fetch's MaxWait at 500 ms for that reason).
+			ready = f.attempt(true)
+		default:
+			ready = f.stalledNow(wait)
+		}
 	}
 
 	finish := func() kmsg.Response {
@@ -126,10 +143,11 @@ func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, 
 		}
 		resp.AcquisitionLockTimeoutMillis = lockMs
 		initial := req.ShareSessionEpoch == initialEpoch
+		stalled := f.cutShort && !f.acquired()
 		sent := f.fill(resp, acks, dirty, initial)
 		if !final {
 			m.mu.Lock()
-			m.sessions.responded(key, sent)
+			m.sessions.responded(key, sent, stalled)
 			m.mu.Unlock()
 		}
 		return resp
@@ -234,6 +252,11 @@ type fetch struct {
 	mode                  sharepartition.AcquireMode
 
 	results map[tp]*partResult
+	// ownLocks: the last pass found a partition at its record-lock limit where the member
+	// itself holds acquired records (see stallWait).
+	ownLocks bool
+	stalls   int  // the session's consecutive answers cut short by stallWait before this one
+	cutShort bool // this answer is cut short by stallWait
 }
 
 // partResult is one partition's part of the response.
@@ -242,6 +265,45 @@ type partResult struct {
 	records  Records // the batches holding acquired, set with acquired
 	acquired []sharepartition.AcquiredRecords
 	bytes    int64 // readable bytes (a pass without acquisition)
+	ownLocks bool  // at the record-lock limit, and the member holds records here
+}
+
+// stallWait is how long a ShareFetch that can acquire nothing may wait for records when the
+// member's own acquired records keep one of its session's partitions at the record-lock
+// limit (share.partition.max.record.locks), instead of MaxWait. Nothing can be acquired
+// there until acknowledgements free locks, and clients send acknowledgements on their next
+// ShareFetch (kgo, and the Java client): while this fetch waits, the member's
+// acknowledgements, the very thing that would free the locks, wait in the client. So the
+// fetch is answered early, empty, which MaxWait (an upper bound) allows: at once the first
+// time, then after 1, 2, 4, ... ms for the session's consecutive such answers (stalls),
+// never later than MaxWait, so a member still processing its records costs a handful of
+// requests, not a busy loop, and its acknowledgements wait at most about as long again
+// as it has been processing.
+func stallWait(stalls int, maxWait time.Duration) time.Duration {
+	if stalls <= 0 {
+		return 0
+	}
+	return min(time.Millisecond<<min(stalls-1, 30), maxWait)
+}
+
+// stalledNow tells whether a fetch that acquired nothing must be answered now because it
+// stalls on its member's own record locks (stallWait); if so it makes the final attempt.
+func (f *fetch) stalledNow(maxWait time.Duration) bool {
+	if !f.ownLocks || stallWait(f.stalls, maxWait) > 0 {
+		return false
+	}
+	f.cutShort = true
+	return f.attempt(true)
+}
+
+// acquired reports whether the fetch acquired any records.
+func (f *fetch) acquired() bool {
+	for _, r := range f.results {
+		if len(r.acquired) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // attempt tries to acquire records on every partition of the session and reports
@@ -274,6 +336,7 @@ func (f *fetch) pass(acquire bool) (int, bool) {
 		f.results = make(map[tp]*partResult, nParts)
 	}
 	total, failed := 0, false
+	f.ownLocks = false
 	// Rotate by session epoch for fairness (Kafka's PartitionRotateStrategy).
 	start := 0
 	if nParts > 0 && f.epoch > 0 {
@@ -285,6 +348,7 @@ func (f *fetch) pass(acquire bool) (int, bool) {
 		if r.err != nil {
 			failed = true
 		}
+		f.ownLocks = f.ownLocks || r.ownLocks
 		if acquire {
 			f.results[t] = r
 			for _, a := range r.acquired {
@@ -321,7 +385,7 @@ func (f *fetch) partition(t tp, maxBytes int32, budget int, acquire bool) *partR
 		}
 	}
 	if !sp.CanAcquire() {
-		return &partResult{}
+		return &partResult{ownLocks: sp.Holds(f.member)}
 	}
 	offset := sp.NextFetchOffset()
 	rc := f.gc.readCommitted()
@@ -419,16 +483,43 @@ func (f *fetch) longPoll(wait time.Duration) {
 	}
 	timer := m.cfg.NewTimer(wait)
 	defer timer.Stop()
+	// A fetch that stalls on its member's own record locks is answered early (stallWait).
+	var short Timer
+	var shortC <-chan time.Time
+	defer func() {
+		if short != nil {
+			short.Stop()
+		}
+	}()
+	// notReady follows an attempt that acquired nothing: it reports whether to answer now,
+	// and arms the early answer once the fetch stalls on its own locks.
+	notReady := func() bool {
+		if short != nil || !f.ownLocks {
+			return false
+		}
+		if f.stalledNow(wait) {
+			return true
+		}
+		if d := stallWait(f.stalls, wait); d < wait {
+			short = m.cfg.NewTimer(d)
+			shortC = short.C()
+		}
+		return false
+	}
 	// Something may have changed between the first attempt and the registration.
-	if f.attempt(false) {
+	if f.attempt(false) || notReady() {
 		return
 	}
 	for {
 		select {
 		case <-ch:
-			if f.attempt(false) {
+			if f.attempt(false) || notReady() {
 				return
 			}
+		case <-shortC:
+			f.cutShort = true
+			f.attempt(true)
+			return
 		case <-timer.C():
 			f.attempt(true)
 			return

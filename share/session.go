@@ -57,6 +57,10 @@ type session struct {
 	// dirty partitions must appear in the next response even without records: newly
 	// added, or answered with an error last time (Kafka's requiresUpdateInResponse).
 	dirty map[tp]bool
+	// stalls counts the consecutive ShareFetch answers cut short because the member's own
+	// records held a partition at the record-lock limit (stallWait); acknowledgements and
+	// any other answer reset it.
+	stalls int
 }
 
 // has reports whether t is in the session; dirty holds every partition of the session.
@@ -150,12 +154,26 @@ func (s *session) snapshot() ([]tp, map[tp]bool, *kerr.Error) {
 	return parts, dirty, nil
 }
 
+// stallCount returns the session's consecutive answers cut short (session.stalls).
+func (c *sessionCache) stallCount(key sessionKey) int {
+	if s := c.sessions[key]; s != nil {
+		return s.stalls
+	}
+	return 0
+}
+
 // responded records which partitions a response carried: a partition answered without
-// an error no longer needs to be sent; one answered with an error must be sent again.
-func (c *sessionCache) responded(key sessionKey, sent map[tp]bool) {
+// an error no longer needs to be sent; one answered with an error must be sent again. It
+// counts the answer as a stall (cut short, nothing acquired) or resets the count.
+func (c *sessionCache) responded(key sessionKey, sent map[tp]bool, stalled bool) {
 	s := c.sessions[key]
 	if s == nil {
 		return
+	}
+	if stalled {
+		s.stalls++
+	} else {
+		s.stalls = 0
 	}
 	for t, hadErr := range sent {
 		if _, ok := s.dirty[t]; !ok && !hadErr {
@@ -183,6 +201,7 @@ func (c *sessionCache) ackContext(key sessionKey, epoch int32) *kerr.Error {
 		return kerr.InvalidShareSessionEpoch
 	}
 	s.epoch = nextEpoch(s.epoch)
+	s.stalls = 0
 	return nil
 }
 
