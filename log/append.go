@@ -73,7 +73,7 @@ func (l *Log) Append(batches [][]byte) (first, last int64, err error) {
 	pos, off := a.size, first
 	for _, b := range batches {
 		next := off + lastOffsetDelta(b) + 1
-		a.track(pos, off, next, int64(len(b)), maxTimestamp(b), interval, now)
+		a.track(pos, off, next, int64(len(b)), maxTimestamp(b), batchCRC(b), interval, now)
 		pos, off = pos+int64(len(b)), next
 	}
 	l.end = off

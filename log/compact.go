@@ -341,7 +341,7 @@ func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, latest map[st
 	}
 	var pos int64
 	for _, b := range out {
-		ns.track(pos, batch.BaseOffset(b), lastOffset(b)+1, int64(len(b)), maxTimestamp(b), int64(cfg.IndexIntervalBytes), nowMs)
+		ns.track(pos, batch.BaseOffset(b), lastOffset(b)+1, int64(len(b)), maxTimestamp(b), batchCRC(b), int64(cfg.IndexIntervalBytes), nowMs)
 		pos += int64(len(b))
 	}
 	ns.addTimeEntry()

@@ -101,6 +101,13 @@ func (l *Log) syncAll() error {
 		}
 	}
 	dirty := gen != l.dirSyncd
+	// A new recovery point once enough of the active segment will be durable (rp is
+	// guarded by syncMu, which we hold).
+	var rp *activeState
+	if a := l.segs[len(l.segs)-1]; a.size-a.rp.pos >= l.rpBytes {
+		v := a.view()
+		rp = &v
+	}
 	l.mu.RUnlock()
 
 	// syncMu keeps segment files open (removal and compaction take it to close them).
@@ -114,6 +121,9 @@ func (l *Log) syncAll() error {
 			if err := writeIndexFiles(l.dir, j.s); err != nil {
 				return l.fail(err)
 			}
+			// What the segment's recovery point described while it was active is now in
+			// its index files. Best effort: Open removes a closed segment's leftovers.
+			_ = removeActiveIndexes(l.dir, j.s.base)
 			dirty = true
 		}
 	}
@@ -133,6 +143,10 @@ func (l *Log) syncAll() error {
 	l.mu.Unlock()
 	if end > l.durable.Load() {
 		l.durable.Store(end)
+	}
+	if rp != nil {
+		// Best effort: a failure only means a longer scan after a crash.
+		_ = writeRecoveryPoint(l.dir, *rp)
 	}
 	return nil
 }

@@ -15,11 +15,16 @@
 //	<20-digit base>.timeindex  int64 running max timestamp, uint32 offset-base of the
 //	                           (earliest) batch that first reached it
 //	log-start-offset           checkpoint of the log start offset (DeleteRecords)
+//	<base>.activeindex,        the active segment's index entries as far as its recovery
+//	<base>.activetimeindex     point describes it (same formats, append-only)
+//	recovery-point             the active segment's recovery point (recoverypoint.go)
+//	clean-shutdown             marker: Close finished with everything durable
 //	*.tmp, *.cleaned           half-written files, removed at Open
 //
-// The active (last) segment's indexes live only in memory. A closed segment's index files
-// are written by the flusher after the segment's data is fsynced, through a temporary file
-// and a rename; so an index file that exists always describes durable data.
+// The active (last) segment's indexes live in memory, and on disk only as far as its
+// recovery point. A closed segment's index files are written by the flusher after the
+// segment's data is fsynced, through a temporary file and a rename; so an index file that
+// exists always describes durable data.
 //
 // # Durability invariants
 //
@@ -28,12 +33,17 @@
 //     fsynced. The broker answers acks=all only after WaitDurable, so after a crash only the
 //     unsynced tail of the log can be missing or torn.
 //  2. Open therefore trusts closed segments with a valid index (it checks the index shape
-//     and validates the batches after the last index entry), and scans every other segment,
-//     always including the last one, batch by batch: batch.Size, magic 2, CRC (parseStored)
-//     and offsets that follow each other (consecutive in the last segment, which is never
-//     compacted; increasing elsewhere, as compaction leaves gaps). At the first torn or
-//     corrupt batch the file is truncated there (and fsynced) and later segments are
-//     removed. No complete valid batch that was ever made durable is dropped.
+//     and validates the batches after the last index entry) and the last segment up to
+//     its recovery point (the prefix a flush made durable, when every check of
+//     recoverypoint.go passes), and scans every other segment and the rest of the last
+//     one batch by batch: batch.Size, magic 2, CRC (parseStored) and offsets that follow
+//     each other (consecutive in the last segment, which is never compacted; increasing
+//     elsewhere, as compaction leaves gaps). At the first torn or corrupt batch the file
+//     is truncated there (and fsynced) and later segments are removed; what a scan kept is
+//     fsynced. No complete valid batch that was ever made durable is dropped. After a
+//     clean Close, Open finds the clean-shutdown marker and, if the files match it, reads
+//     no data at all; it removes the marker durably before returning, so any later crash
+//     is recovered as above.
 //  3. The log start offset only rises. DeleteRecordsBefore fsyncs the data below the new
 //     start, then writes the checkpoint (temp file, fsync, rename, fsync directory), and
 //     only then deletes segments, so a crash never loses a start offset that was answered.
@@ -65,7 +75,9 @@
 //     same bytes as file ranges to send with sendfile; release them once sent.
 //   - ListOffsets: -2 StartOffset, -1 EndOffset (or the high watermark), -3 MaxTimestamp,
 //     else OffsetForTimestamp.
-//   - Start-up: Open recovers; Scan(StartOffset(), ...) rebuilds producer state.
+//   - Start-up: Open recovers (Recovery says how much it read); Scan(StartOffset(), ...)
+//     rebuilds producer state. Close every log on shutdown: it leaves the marker that makes
+//     the next Open read nothing.
 //   - Housekeeping: nothing runs by itself except the flusher. Call EnforceRetention
 //     (log.retention.check.interval.ms) and, for compacted topics, Compact periodically, from
 //     a background goroutine: they never block appends or reads for long (segments are
@@ -142,6 +154,9 @@ const maxSegmentBytes = 1<<31 - 1
 // Options are the log's dependencies.
 type Options struct {
 	Now func() time.Time // clock; nil = time.Now
+
+	// recoveryPointBytes overrides defaultRecoveryPointBytes (tests).
+	recoveryPointBytes int64
 }
 
 // Log is one partition's log. See the package comment for the locking rules.
@@ -163,6 +178,9 @@ type Log struct {
 	dirSyncd uint64     // guarded by mu: dirGen covered by the last directory fsync
 
 	failed atomic.Pointer[error] // sticky write/fsync error
+
+	recovery Recovery // how Open found the log; written only by Open
+	rpBytes  int64    // durable growth of the active segment between recovery points
 
 	// Group commit. durable is the end offset of the fsynced prefix.
 	durable atomic.Int64
@@ -188,6 +206,10 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if l.now == nil {
 		l.now = time.Now
 	}
+	l.rpBytes = opts.recoveryPointBytes
+	if l.rpBytes <= 0 {
+		l.rpBytes = defaultRecoveryPointBytes
+	}
 	l.fcond = sync.NewCond(&l.fmu)
 	c := cfg.normalize()
 	l.cfg.Store(&c)
@@ -200,7 +222,8 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// recover loads the segments in l.dir. See invariant 2 in the package comment.
+// recover loads the segments in l.dir. See invariant 2 in the package comment and
+// recoverypoint.go.
 func (l *Log) recover() error {
 	names, err := os.ReadDir(l.dir)
 	if err != nil {
@@ -218,29 +241,15 @@ func (l *Log) recover() error {
 			}
 			continue
 		}
-		ext := filepath.Ext(name)
-		if ext != ".log" && ext != ".index" && ext != ".timeindex" {
-			continue
-		}
-		base, err := strconv.ParseInt(strings.TrimSuffix(name, ext), 10, 64)
-		if err != nil || base < 0 {
-			continue
-		}
-		if ext == ".log" {
+		if base, ext, ok := parseSegmentFile(name); ok && ext == ".log" {
 			bases = append(bases, base)
 			logs[base] = true
 		}
 	}
 	// Index files whose segment is gone (a crash during deletion).
 	for _, e := range names {
-		name := e.Name()
-		ext := filepath.Ext(name)
-		if ext != ".index" && ext != ".timeindex" {
-			continue
-		}
-		base, err := strconv.ParseInt(strings.TrimSuffix(name, ext), 10, 64)
-		if err == nil && !logs[base] {
-			_ = os.Remove(filepath.Join(l.dir, name))
+		if base, ext, ok := parseSegmentFile(e.Name()); ok && ext != ".log" && !logs[base] {
+			_ = os.Remove(filepath.Join(l.dir, e.Name()))
 		}
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
@@ -251,34 +260,68 @@ func (l *Log) recover() error {
 	}
 	cfg := l.config()
 	nowMs := l.now().UnixMilli()
-	expect := int64(-1) // first offset the next segment may hold
-	for i, base := range bases {
-		last := i == len(bases)-1
-		if expect >= 0 && base < expect {
-			return fmt.Errorf("log: %s: segment %d overlaps the previous segment (ends at %d)", l.dir, base, expect)
-		}
-		s, truncated, err := openSegment(l.dir, base, last, cfg.IndexIntervalBytes, nowMs)
-		if err != nil {
+	rp, haveRP := readRecoveryPoint(l.dir)
+	marker, hadMarker, markerOK := readMarker(l.dir)
+	clean := false
+	if markerOK {
+		if clean, err = l.openClean(bases, marker, rp, haveRP); err != nil {
 			return err
 		}
-		l.segs = append(l.segs, s)
-		expect = s.next
-		if truncated && !last {
-			// Everything after a torn batch was never acknowledged (invariant 1).
-			for _, b := range bases[i+1:] {
-				if err := removeSegmentFiles(l.dir, b); err != nil {
-					return err
-				}
-			}
-			break
+	}
+	if hadMarker && !clean {
+		// The marker does not describe these files. Remove it before recovery changes any
+		// of them, so that it cannot come to match a half-recovered directory.
+		if err := os.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := syncDir(l.dir); err != nil {
+			return err
 		}
 	}
-	// The last segment is active: it keeps its index in memory only.
-	if n := len(l.segs); n > 0 {
-		a := l.segs[n-1]
-		_ = os.Remove(indexPath(l.dir, a.base))
-		_ = os.Remove(timeIndexPath(l.dir, a.base))
-		a.needIndex = false
+	l.recovery.Clean = clean
+	if clean {
+		l.recovery.RecoveryPoint = l.segs[len(l.segs)-1].rp.pos
+	} else {
+		expect := int64(-1) // first offset the next segment may hold
+		for i, base := range bases {
+			last := i == len(bases)-1
+			if expect >= 0 && base < expect {
+				return fmt.Errorf("log: %s: segment %d overlaps the previous segment (ends at %d)", l.dir, base, expect)
+			}
+			var srp *recoveryPoint
+			if last && haveRP && rp.base == base {
+				srp = &rp
+			}
+			s, truncated, err := openSegment(l.dir, base, last, srp, cfg.IndexIntervalBytes, nowMs, &l.recovery)
+			if err != nil {
+				return err
+			}
+			l.segs = append(l.segs, s)
+			expect = s.next
+			if truncated && !last {
+				// Everything after a torn batch was never acknowledged (invariant 1).
+				for _, b := range bases[i+1:] {
+					if err := removeSegmentFiles(l.dir, b); err != nil {
+						return err
+					}
+				}
+				break
+			}
+		}
+	}
+	// The last segment is active: its indexes are in memory, and on disk only as far as
+	// its recovery point describes it. A closed segment's .activeindex files are left over
+	// from when it was active (its index files supersede them).
+	for i, s := range l.segs {
+		if i < len(l.segs)-1 {
+			if err := removeActiveIndexes(l.dir, s.base); err != nil {
+				return err
+			}
+			continue
+		}
+		_ = os.Remove(indexPath(l.dir, s.base))
+		_ = os.Remove(timeIndexPath(l.dir, s.base))
+		s.needIndex = false
 	}
 	for _, s := range l.segs[:max(len(l.segs)-1, 0)] {
 		if !s.hasIndexFiles {
@@ -319,10 +362,47 @@ func (l *Log) recover() error {
 		l.segs = []*segment{s}
 		l.end = l.start
 	}
+	// Keep the recovery point only if it describes the active segment as loaded; a stale
+	// one could otherwise come to name a later segment with the same base.
+	a := l.segs[len(l.segs)-1]
+	if err := trimActiveIndexes(l.dir, a); err != nil {
+		return err
+	}
+	if a.rp.pos == 0 {
+		if err := os.Remove(filepath.Join(l.dir, recoveryPointName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if clean {
+		// Consumed: from here on the log changes, and a crash must be recovered. The
+		// directory fsync below makes the removal durable before Open returns.
+		if err := os.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil {
+			return err
+		}
+	}
 	for _, s := range l.segs {
 		s.durable = s.size
 	}
 	return syncDir(l.dir)
+}
+
+// parseSegmentFile splits a segment file name (<20-digit base><ext>) into its base offset
+// and extension; ok is false for any other file.
+func parseSegmentFile(name string) (base int64, ext string, ok bool) {
+	i := strings.IndexByte(name, '.')
+	if i < 0 {
+		return 0, "", false
+	}
+	switch ext = name[i:]; ext {
+	case ".log", ".index", ".timeindex", ".activeindex", ".activetimeindex":
+	default:
+		return 0, "", false
+	}
+	base, err := strconv.ParseInt(name[:i], 10, 64)
+	if err != nil || base < 0 {
+		return 0, "", false
+	}
+	return base, ext, true
 }
 
 // config returns the current configuration.
@@ -388,8 +468,11 @@ func (l *Log) fail(err error) error {
 }
 
 // Close makes everything durable, stops the flusher and closes the files. Appends and
-// reads after Close return ErrClosed.
-func (l *Log) Close() error {
+// reads after Close return ErrClosed. After a successful Close the log is marked as shut
+// down cleanly, and the next Open reads none of its data (see recoverypoint.go).
+func (l *Log) Close() error { return l.close(true) }
+
+func (l *Log) close(markClean bool) error {
 	l.maintMu.Lock()
 	defer l.maintMu.Unlock()
 	l.appendMu.Lock()
@@ -401,6 +484,11 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	err := l.syncAll()
+	if err == nil && markClean {
+		// Best effort: without the marker the next Open recovers, which is always safe;
+		// nothing the caller relies on depends on it.
+		_ = l.writeCleanShutdown()
+	}
 	l.shutdown()
 	return err
 }
@@ -431,6 +519,6 @@ func (l *Log) closeFiles() {
 
 // Delete closes the log and removes its directory.
 func (l *Log) Delete() error {
-	_ = l.Close() // the data is going away: a failed final flush does not matter
+	_ = l.close(false) // the data is going away: a failed final flush does not matter
 	return os.RemoveAll(l.dir)
 }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,13 +57,17 @@ func (m *model) live() [][]byte {
 
 // modelRun drives one random history against a real log and the model.
 type modelRun struct {
-	dir  string
-	cfg  Config
-	clk  *fakeClock
-	l    *Log
-	m    model
-	rng  *rand.Rand
-	held []heldRead // zero-copy reads not released yet
+	dir     string
+	cfg     Config
+	rpBytes int64 // Options.recoveryPointBytes
+	clk     *fakeClock
+	l       *Log
+	m       model
+	rng     *rand.Rand
+	held    []heldRead // zero-copy reads not released yet
+	// oldRP is a recovery-point file written since the last Open: a crash may lose the
+	// renames that replaced it, and put it back.
+	oldRP []byte
 }
 
 // heldRead is a ReadChunks result kept across later operations, with what the model said
@@ -73,11 +79,51 @@ type heldRead struct {
 }
 
 func (r *modelRun) open(t *rapid.T) {
-	l, err := Open(r.dir, r.cfg, Options{Now: r.clk.Now})
+	l, err := Open(r.dir, r.cfg, Options{Now: r.clk.Now, recoveryPointBytes: r.rpBytes})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	r.l = l
+	r.oldRP = nil
+}
+
+// noteRP remembers the current recovery-point file, sometimes.
+func (r *modelRun) noteRP() {
+	if r.rng.Intn(3) == 0 {
+		if b, err := os.ReadFile(filepath.Join(r.dir, recoveryPointName)); err == nil {
+			r.oldRP = b
+		}
+	}
+}
+
+// loseRecoveryPoint applies a crash to the recovery-point files, which are never fsynced:
+// the last renames may be lost (an older recovery point is back, or none), the file may
+// be cut short, and appends to the .activeindex files may be missing.
+func (r *modelRun) loseRecoveryPoint(t fataler) {
+	t.Helper()
+	path := filepath.Join(r.dir, recoveryPointName)
+	switch r.rng.Intn(6) {
+	case 0:
+		if r.oldRP != nil {
+			if err := os.WriteFile(path, r.oldRP, 0o644); err != nil {
+				t.Fatalf("%v", err)
+			}
+		}
+	case 1:
+		_ = os.Remove(path)
+	case 2:
+		if b, err := os.ReadFile(path); err == nil {
+			_ = os.WriteFile(path, b[:r.rng.Intn(len(b))], 0o644)
+		}
+	}
+	if r.rng.Intn(3) == 0 {
+		names, _ := filepath.Glob(filepath.Join(r.dir, "*.active*index"))
+		for _, n := range names {
+			if fi, err := os.Stat(n); err == nil && fi.Size() > 0 {
+				_ = os.Truncate(n, r.rng.Int63n(fi.Size()))
+			}
+		}
+	}
 }
 
 // check compares the whole observable state.
@@ -271,6 +317,31 @@ func (r *modelRun) reopenOp(t *rapid.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	r.open(t)
+	if rec := r.l.Recovery(); !rec.Clean || rec.ScannedBytes != 0 {
+		t.Fatalf("reopen after Close: %+v, want a clean start reading nothing", rec)
+	}
+	r.check(t)
+}
+
+// cleanCrashOp: a clean start, then a crash before anything is written. The marker is
+// gone, so the next Open recovers (from the recovery point Close left).
+func (r *modelRun) cleanCrashOp(t *rapid.T) {
+	r.releaseAll(t)
+	if err := r.l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	r.open(t)
+	if !r.l.Recovery().Clean {
+		t.Fatalf("reopen after Close: %+v", r.l.Recovery())
+	}
+	st := r.l.crash()
+	if st.durableEnd != r.m.end {
+		t.Fatalf("durable end %d after a clean start, end %d", st.durableEnd, r.m.end)
+	}
+	r.open(t)
+	if rec := r.l.Recovery(); rec.Clean || rec.Truncated {
+		t.Fatalf("open after a crash that followed a clean start: %+v", rec)
+	}
 	r.check(t)
 }
 
@@ -280,7 +351,15 @@ func (r *modelRun) crashOp(t *rapid.T) {
 	r.releaseAll(t)
 	st := r.l.crash()
 	loseUnsynced(t, r.dir, st, r.rng)
+	r.loseRecoveryPoint(t)
 	r.open(t)
+	if r.l.Recovery().Clean {
+		t.Fatalf("a crash left a clean-shutdown marker")
+	}
+	modelCrashes.Add(1)
+	if r.l.Recovery().RecoveryPoint > 0 {
+		modelCrashesFromRP.Add(1)
+	}
 	end := r.l.EndOffset()
 	if end < st.durableEnd || end > r.m.end {
 		t.Fatalf("after crash end %d; durable %d, appended up to %d", end, st.durableEnd, r.m.end)
@@ -383,7 +462,11 @@ func (r *modelRun) syncOp(t *rapid.T) {
 	if d := r.l.DurableEnd(); d != r.m.end {
 		t.Fatalf("DurableEnd %d after sync, end %d", d, r.m.end)
 	}
+	r.noteRP()
 }
+
+// Crash reopens in TestModel, and those that started from a recovery point.
+var modelCrashes, modelCrashesFromRP atomic.Int64
 
 func TestModel(t *testing.T) {
 	root := memTempDir(t)
@@ -398,7 +481,9 @@ func TestModel(t *testing.T) {
 		cfg.SegmentBytes = int64(rapid.IntRange(500, 4000).Draw(t, "segmentBytes"))
 		cfg.IndexIntervalBytes = int32(rapid.IntRange(1, 800).Draw(t, "indexInterval"))
 		cfg.SegmentMs = int64(rapid.SampledFrom([]int{0, 500, 3000}).Draw(t, "segmentMs"))
-		r := &modelRun{dir: dir, cfg: cfg, clk: newFakeClock(), rng: rand.New(rand.NewSource(rapid.Int64().Draw(t, "crashSeed")))}
+		// Recovery points: the default (in effect only at Close), or often.
+		rpBytes := int64(rapid.SampledFrom([]int{0, 1, 300, 2000}).Draw(t, "recoveryPointBytes"))
+		r := &modelRun{dir: dir, cfg: cfg, rpBytes: rpBytes, clk: newFakeClock(), rng: rand.New(rand.NewSource(rapid.Int64().Draw(t, "crashSeed")))}
 		r.open(t)
 		t.Cleanup(func() {
 			r.releaseAll(t)
@@ -415,6 +500,7 @@ func TestModel(t *testing.T) {
 			"retention":     r.retentionOp,
 			"reopen":        r.reopenOp,
 			"crash":         r.crashOp,
+			"cleanCrash":    r.cleanCrashOp,
 			"sync":          r.syncOp,
 			"compact":       r.compactOp,
 			"tick": func(t *rapid.T) {
@@ -427,4 +513,8 @@ func TestModel(t *testing.T) {
 			},
 		})
 	})
+	// Both recovery paths ran: from a recovery point, and without one.
+	if n, rp := modelCrashes.Load(), modelCrashesFromRP.Load(); !t.Failed() && (rp == 0 || rp == n) {
+		t.Fatalf("%d crash recoveries, %d from a recovery point: want both kinds", n, rp)
+	}
 }

@@ -86,6 +86,9 @@ func TestTornTailRecovery(t *testing.T) {
 	if nsegs < 3 {
 		t.Fatalf("want several segments, got %d", nsegs)
 	}
+	// What a crash leaves: no clean-shutdown marker and no recovery point covering the
+	// tail (TestRecoveryPointBoundsScan covers damage after a recovery point).
+	forgetShutdown(t, dir, true)
 	path := logPath(dir, activeBase)
 	snap := snapshotDir(t, dir)
 	orig := snap[filepath.Base(path)]
@@ -141,6 +144,21 @@ func TestTornTailRecovery(t *testing.T) {
 		want, end := survivors(positions[j])
 		checkRecovered(t, dir, cfg, want, end, "flip")
 		restoreDir(t, dir, snap)
+	}
+}
+
+// forgetShutdown removes the clean-shutdown marker, and with rp the recovery point too, as
+// if the log had crashed without writing them.
+func forgetShutdown(t testing.TB, dir string, rp bool) {
+	t.Helper()
+	names := []string{cleanShutdownName}
+	if rp {
+		names = append(names, recoveryPointName)
+	}
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
 	}
 }
 

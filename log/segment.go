@@ -11,7 +11,6 @@ import (
 
 	"github.com/exactq/exactq/batch"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"golang.org/x/sys/unix"
 )
 
 // Fields of the v2 batch header that package batch has no accessor for (see batch.go for
@@ -22,6 +21,7 @@ const (
 	hdrLastOffsetDelta = 23 // int32
 	hdrMaxTimestamp    = 35 // int64
 	hdrProducerID      = 43 // int64
+	hdrCRC             = 17 // uint32
 	hdrPrefix          = 27 // bytes needed to read base offset, length and last offset delta
 )
 
@@ -32,6 +32,7 @@ func lastOffset(b []byte) int64   { return batch.BaseOffset(b) + lastOffsetDelta
 func maxTimestamp(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[hdrMaxTimestamp:])) }
 func attributes(b []byte) int16   { return int16(binary.BigEndian.Uint16(b[hdrAttributes:])) }
 func producerID(b []byte) int64   { return int64(binary.BigEndian.Uint64(b[hdrProducerID:])) }
+func batchCRC(b []byte) uint32    { return binary.BigEndian.Uint32(b[hdrCRC:]) }
 
 // indexEntry is one sparse offset-index entry: the batch starting at file position pos has
 // base offset segment.base+rel.
@@ -65,6 +66,8 @@ type segment struct {
 	maxTsOff   int64 // base offset of the earliest batch with maxTs
 	rollTs     int64 // segment.ms reference: when the first batch was appended (see track)
 	sinceIndex int64 // bytes appended since the last index entry (active segment)
+	lastPos    int64 // file position of the last batch, -1 if none (recovery point identity)
+	lastCRC    uint32
 
 	// Guarded by syncMu for writing, by mu or syncMu for reading.
 	durable       int64  // bytes known fsynced
@@ -73,6 +76,9 @@ type segment struct {
 	deleted       bool   // removed from the log; the file is closed
 	createdGen    uint64 // Log.dirGen that created the file (0: there at Open); the file
 	//                      survives a crash once Log.dirSyncd >= createdGen
+
+	// rp is what the recovery-point files say of this (active) segment. Guarded by syncMu.
+	rp rpState
 }
 
 func segmentName(dir string, base int64, ext string) string {
@@ -83,7 +89,7 @@ func indexPath(dir string, base int64) string     { return segmentName(dir, base
 func timeIndexPath(dir string, base int64) string { return segmentName(dir, base, ".timeindex") }
 
 func newSegment(base int64, f *os.File, nowMs int64) *segment {
-	return &segment{base: base, f: f, file: newFileRefs(f), next: base, maxTs: -1, maxTsOff: -1, rollTs: nowMs}
+	return &segment{base: base, f: f, file: newFileRefs(f), next: base, maxTs: -1, maxTsOff: -1, rollTs: nowMs, lastPos: -1}
 }
 
 // fileRefs counts the holders of an open segment file: the log while the segment is in it,
@@ -137,7 +143,7 @@ func (s *segment) close() {
 }
 
 func removeSegmentFiles(dir string, base int64) error {
-	for _, p := range []string{logPath(dir, base), indexPath(dir, base), timeIndexPath(dir, base)} {
+	for _, p := range []string{logPath(dir, base), indexPath(dir, base), timeIndexPath(dir, base), activeIndexPath(dir, base), activeTimeIndexPath(dir, base)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -145,14 +151,14 @@ func removeSegmentFiles(dir string, base int64) error {
 	return nil
 }
 
-// track records a batch appended at pos (offsets base.., max timestamp ts) in the segment's
-// in-memory state. Index entries are sparse: one per interval bytes, as in Kafka.
+// track records a batch appended at pos (offsets base.., max timestamp ts, CRC crc) in the
+// segment's in-memory state. Index entries are sparse: one per interval bytes, as in Kafka.
 //
 // segment.ms counts from when the first batch was appended (nowMs), not from its producer
 // timestamp as Kafka does: one producer with a clock far in the past would otherwise make
 // every append roll. At Open, rebuild passes the first batch's timestamp when it is
 // plausible (not in the future), which is the best record of its append time left.
-func (s *segment) track(pos, base, next, size, ts, interval, nowMs int64) {
+func (s *segment) track(pos, base, next, size, ts int64, crc uint32, interval, nowMs int64) {
 	if s.size == 0 && pos == 0 {
 		s.rollTs = nowMs
 	}
@@ -167,6 +173,7 @@ func (s *segment) track(pos, base, next, size, ts, interval, nowMs int64) {
 	s.sinceIndex += size
 	s.size = pos + size
 	s.next = next
+	s.lastPos, s.lastCRC = pos, crc
 }
 
 // addTimeEntry appends the running max timestamp if it grew since the last entry.
@@ -289,12 +296,14 @@ func (r *batchReader) view(n int) ([]byte, error) {
 }
 
 // openSegment opens an existing segment. A closed segment (last=false) with valid index
-// files is trusted after checking the batches behind its last index entry; any other
-// segment is scanned from the start and truncated at the first invalid batch (truncated
-// reports that). In the last segment offsets must be consecutive from the file's base (it
-// was appended to, never compacted); in a closed one they must only increase (compaction
-// leaves gaps).
-func openSegment(dir string, base int64, last bool, interval int32, nowMs int64) (s *segment, truncated bool, err error) {
+// files is trusted after checking the batches behind its last index entry. The last
+// segment is trusted up to its recovery point when rp names it and checks out, and scanned
+// from there. Any other segment is scanned from the start. A scan truncates the file at
+// the first invalid batch (truncated reports that) and fsyncs what it read, so that the
+// whole segment is durable when Open returns. In the last segment offsets must be
+// consecutive from the file's base (it was appended to, never compacted); in a closed one
+// they must only increase (compaction leaves gaps). st accumulates what was read.
+func openSegment(dir string, base int64, last bool, rp *recoveryPoint, interval int32, nowMs int64, st *Recovery) (s *segment, truncated bool, err error) {
 	f, err := os.OpenFile(logPath(dir, base), os.O_RDWR, 0)
 	if err != nil {
 		return nil, false, err
@@ -304,13 +313,15 @@ func openSegment(dir string, base int64, last bool, interval int32, nowMs int64)
 			_ = f.Close()
 		}
 	}()
-	st, err := f.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, false, err
 	}
-	s = newSegment(base, f, st.ModTime().UnixMilli())
-	if !last {
-		ok, err := s.loadIndex(dir, st.Size())
+	s = newSegment(base, f, fi.ModTime().UnixMilli())
+	from, expect := int64(0), base
+	switch {
+	case !last:
+		ok, err := s.loadIndex(dir, fi.Size(), st)
 		if err != nil {
 			return nil, false, err
 		}
@@ -318,21 +329,35 @@ func openSegment(dir string, base int64, last bool, interval int32, nowMs int64)
 			s.hasIndexFiles = true
 			return s, false, nil
 		}
-		*s = *newSegment(base, f, st.ModTime().UnixMilli())
+		*s = *newSegment(base, f, fi.ModTime().UnixMilli())
+	case rp != nil:
+		ok, err := s.loadRecoveryPoint(dir, *rp, fi.Size())
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			from, expect = rp.pos, rp.next
+			st.RecoveryPoint = rp.pos
+		}
 	}
-	truncated, err = s.rebuild(st.Size(), last, int64(interval), nowMs)
+	truncated, err = s.rebuild(from, expect, fi.Size(), last, int64(interval), nowMs, st)
 	return s, truncated, err
 }
 
-// rebuild scans the whole file, rebuilding the in-memory indexes, and truncates the file
-// at the first batch that is torn, corrupt or out of order.
-func (s *segment) rebuild(fileSize int64, strict bool, interval, nowMs int64) (truncated bool, err error) {
-	r := batchReader{f: s.f, end: fileSize}
-	expect := s.base
+// rebuild scans the file from position from (a batch boundary where offset expect is due),
+// rebuilding the in-memory indexes, and truncates the file at the first batch that is
+// torn, corrupt or out of order. What it scanned is fsynced: a crash may have left it in
+// the page cache only, and Open declares the whole log durable.
+func (s *segment) rebuild(from, expect, fileSize int64, strict bool, interval, nowMs int64, st *Recovery) (truncated bool, err error) {
+	r := batchReader{f: s.f, end: fileSize, pos: from}
 	for {
 		pos := r.pos
 		b, err := r.next()
 		if err == io.EOF {
+			st.ScannedBytes += fileSize - from
+			if fileSize > from {
+				return false, s.fdatasync()
+			}
 			return false, nil
 		}
 		ok := err == nil
@@ -346,10 +371,12 @@ func (s *segment) rebuild(fileSize int64, strict bool, interval, nowMs int64) (t
 			ok = perr == nil && (h.base == expect || !strict && h.base > expect)
 		}
 		if !ok {
+			st.ScannedBytes += fileSize - from
+			st.Truncated = true
 			if err := s.f.Truncate(pos); err != nil {
 				return false, err
 			}
-			if err := unix.Fdatasync(int(s.f.Fd())); err != nil {
+			if err := s.fdatasync(); err != nil {
 				return false, err
 			}
 			return true, nil
@@ -359,50 +386,28 @@ func (s *segment) rebuild(fileSize int64, strict bool, interval, nowMs int64) (t
 		if ts := maxTimestamp(b); pos == 0 && ts >= 0 && ts <= nowMs {
 			at = ts
 		}
-		s.track(pos, h.base, expect, int64(len(b)), maxTimestamp(b), interval, at)
+		s.track(pos, h.base, expect, int64(len(b)), maxTimestamp(b), batchCRC(b), interval, at)
 	}
 }
 
 // loadIndex loads the segment's index files and checks them against the data: shapes,
 // monotonic entries inside the file, and valid batches from the last indexed one to the end
 // of the file. It reports false (and no error) if the files are missing or inconsistent.
-func (s *segment) loadIndex(dir string, fileSize int64) (bool, error) {
-	ib, err := os.ReadFile(indexPath(dir, s.base))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	} else if err != nil {
+func (s *segment) loadIndex(dir string, fileSize int64, st *Recovery) (bool, error) {
+	ib, tb, ok, err := readIndexFiles(dir, s.base)
+	if !ok || err != nil {
 		return false, err
 	}
-	tb, err := os.ReadFile(timeIndexPath(dir, s.base))
-	if errors.Is(err, os.ErrNotExist) {
+	index, tindex, ok := parseIndexes(ib, tb, fileSize)
+	if !ok {
 		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	if len(ib)%indexEntrySize != 0 || len(tb)%timeEntrySize != 0 || fileSize > maxSegmentBytes {
-		return false, nil
-	}
-	index := make([]indexEntry, len(ib)/indexEntrySize)
-	for i := range index {
-		e := indexEntry{rel: binary.BigEndian.Uint32(ib[i*8:]), pos: binary.BigEndian.Uint32(ib[i*8+4:])}
-		if int64(e.pos) >= fileSize || e.pos == 0 || i > 0 && (e.rel <= index[i-1].rel || e.pos <= index[i-1].pos) {
-			return false, nil
-		}
-		index[i] = e
-	}
-	tindex := make([]timeEntry, len(tb)/timeEntrySize)
-	for i := range tindex {
-		e := timeEntry{ts: int64(binary.BigEndian.Uint64(tb[i*12:])), rel: binary.BigEndian.Uint32(tb[i*12+8:])}
-		if e.ts < 0 || i > 0 && e.ts <= tindex[i-1].ts {
-			return false, nil
-		}
-		tindex[i] = e
 	}
 	// Validate the tail behind the last index entry; it also gives next and the max timestamp.
 	pos, expect := int64(0), s.base
 	if n := len(index); n > 0 {
 		pos, expect = int64(index[n-1].pos), s.base+int64(index[n-1].rel)
 	}
+	st.ScannedBytes += fileSize - pos
 	r := batchReader{f: s.f, end: fileSize, pos: pos}
 	maxTs, maxTsOff := int64(-1), int64(-1)
 	if n := len(tindex); n > 0 {
@@ -433,6 +438,51 @@ func (s *segment) loadIndex(dir string, fileSize int64) (bool, error) {
 	s.size, s.next = fileSize, expect
 	s.maxTs, s.maxTsOff = maxTs, maxTsOff
 	return true, nil
+}
+
+// readIndexFiles reads a closed segment's .index and .timeindex files; ok is false if
+// either is missing.
+func readIndexFiles(dir string, base int64) (ib, tb []byte, ok bool, err error) {
+	ib, err = os.ReadFile(indexPath(dir, base))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, false, nil
+	} else if err != nil {
+		return nil, nil, false, err
+	}
+	tb, err = os.ReadFile(timeIndexPath(dir, base))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, false, nil
+	} else if err != nil {
+		return nil, nil, false, err
+	}
+	return ib, tb, true, nil
+}
+
+// parseIndexes decodes index and time index files and checks their shape against a
+// segment of fileSize bytes: whole entries, index entries strictly increasing inside the
+// file (never at position 0: an entry follows at least one batch), time entries strictly
+// increasing and not negative.
+func parseIndexes(ib, tb []byte, fileSize int64) ([]indexEntry, []timeEntry, bool) {
+	if len(ib)%indexEntrySize != 0 || len(tb)%timeEntrySize != 0 || fileSize > maxSegmentBytes {
+		return nil, nil, false
+	}
+	index := make([]indexEntry, len(ib)/indexEntrySize)
+	for i := range index {
+		e := indexEntry{rel: binary.BigEndian.Uint32(ib[i*8:]), pos: binary.BigEndian.Uint32(ib[i*8+4:])}
+		if int64(e.pos) >= fileSize || e.pos == 0 || i > 0 && (e.rel <= index[i-1].rel || e.pos <= index[i-1].pos) {
+			return nil, nil, false
+		}
+		index[i] = e
+	}
+	tindex := make([]timeEntry, len(tb)/timeEntrySize)
+	for i := range tindex {
+		e := timeEntry{ts: int64(binary.BigEndian.Uint64(tb[i*12:])), rel: binary.BigEndian.Uint32(tb[i*12+8:])}
+		if e.ts < 0 || i > 0 && e.ts <= tindex[i-1].ts {
+			return nil, nil, false
+		}
+		tindex[i] = e
+	}
+	return index, tindex, true
 }
 
 // writeIndexFiles writes a closed segment's index files, each atomically. The caller has
