@@ -123,6 +123,13 @@ func syncDir(dir string) error {
 // producerIDs hands out producer ids. Ids are reserved in blocks whose upper bound is made
 // durable before any id of the block is used, so a restart never reissues an id (which
 // would let a new producer collide with an old one's sequence state).
+//
+// The first block is reserved when the broker opens, before it serves: reserving costs two
+// fsyncs (the file, its directory), and the first InitProducerId after every restart must
+// not wait for them. That wait was the window in which a SIGKILL left a client with a
+// request that the broker had read but never answered, and kgo fails an EOF on the first
+// response of a connection without retrying (ErrFirstReadEOF). Kafka likewise never makes
+// InitProducerId wait for a block: its brokers fetch the next one ahead of need.
 type producerIDs struct {
 	mu    sync.Mutex
 	path  string
@@ -136,6 +143,7 @@ type producerIDFile struct {
 	Reserved int64 `json:"reserved_up_to"`
 }
 
+// openProducerIDs loads the reservation and reserves the next block durably.
 func openProducerIDs(dir string) (*producerIDs, error) {
 	p := &producerIDs{path: filepath.Join(dir, "producer-ids.json")}
 	b, err := os.ReadFile(p.path)
@@ -150,18 +158,31 @@ func openProducerIDs(dir string) (*producerIDs, error) {
 	default:
 		return nil, err
 	}
+	if err := p.reserve(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
+// reserve makes the next block durable. Called with mu held, or before p is shared.
+func (p *producerIDs) reserve() error {
+	limit := p.limit + producerIDBlock
+	if err := writeJSONAtomic(p.path, producerIDFile{Reserved: limit}); err != nil {
+		return err
+	}
+	p.limit = limit
+	return nil
+}
+
+// allocate returns a new producer id. It touches the disk only when a whole block has been
+// handed out since the broker opened (or since the last reservation).
 func (p *producerIDs) allocate() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.next >= p.limit {
-		limit := p.limit + producerIDBlock
-		if err := writeJSONAtomic(p.path, producerIDFile{Reserved: limit}); err != nil {
+		if err := p.reserve(); err != nil {
 			return -1, err
 		}
-		p.limit = limit
 	}
 	id := p.next
 	p.next++
