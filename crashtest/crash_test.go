@@ -74,7 +74,7 @@ func TestCrashCycles(t *testing.T) {
 		surviveFor := time.Duration(200+rng.IntN(800)) * time.Millisecond
 
 		before := l.numAcked()
-		ps := startProducers(t, b.Addr, crashTopic, crashPartitions, crashProducers, c, l)
+		ps := startProducers(t, b.Addr, crashTopic, crashPartitions, crashProducers, c, l, true)
 		if waitForAcks {
 			ps.awaitAcks(200, time.Now().Add(10*time.Second), b.Done())
 		}
@@ -146,7 +146,7 @@ func TestCleanShutdown(t *testing.T) {
 	l := newLedger()
 	b := startBroker(t, dataDir, "", "always")
 	createTopic(t, b.Addr, "clean", crashPartitions, nil)
-	ps := startProducers(t, b.Addr, "clean", crashPartitions, crashProducers, 0, l)
+	ps := startProducers(t, b.Addr, "clean", crashPartitions, crashProducers, 0, l, false)
 	if !ps.awaitAcks(3000, time.Now().Add(60*time.Second), b.Done()) {
 		t.Fatalf("3000 acks not reached; broker log:\n%s", b.Logs())
 	}

@@ -96,11 +96,22 @@ const (
 	producerTick  = 5 * time.Millisecond
 )
 
-func startProducers(t *testing.T, addr, topic string, partitions, goroutines, cycle int, l *ledger) *producers {
+// startProducers starts goroutines producers writing to topic (see producers). With
+// crashes, the clients retry an EOF on a connection's first response (kgo.AlwaysRetryEOF),
+// as clients of brokers that crash and restart should. When a broker process dies, the
+// kernel closes each of its sockets with a FIN if the broker had read everything the client
+// sent (a RST otherwise). A client whose connection is that new (its ApiVersions, or the
+// first request after it, in flight or sent after the death) reads EOF before any
+// response, which kgo by default takes for a TLS or SASL misconfiguration and does not
+// retry: the producer id initialization fails, and with it every buffered record. The
+// SIGKILLs drawn 0-2 ms after the producers start land in their connection set-up now and
+// then, and a Kafka broker killed there does the same. Without crashes (TestCleanShutdown)
+// the clients keep kgo's default, so a broker that wrongly closes connections still fails.
+func startProducers(t *testing.T, addr, topic string, partitions, goroutines, cycle int, l *ledger, crashes bool) *producers {
 	t.Helper()
 	ps := &producers{reasons: map[string]int{}}
 	for g := range goroutines {
-		cl, err := kgo.NewClient(
+		opts := []kgo.Opt{
 			kgo.SeedBrokers(addr),
 			kgo.DefaultProduceTopic(topic),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -108,7 +119,11 @@ func startProducers(t *testing.T, addr, topic string, partitions, goroutines, cy
 			kgo.ProducerLinger(time.Millisecond),
 			kgo.MaxBufferedRecords(1000),
 			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-		)
+		}
+		if crashes {
+			opts = append(opts, kgo.AlwaysRetryEOF())
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			t.Fatalf("producer client: %v", err)
 		}
