@@ -326,17 +326,15 @@ func (p *partition) rebuildProducerState() error {
 			from = max(from, st.EndOffset())
 		}
 	}
-	err := p.log.Scan(from, func(raw []byte) error {
-		// Not batch.Parse: compaction leaves offset gaps that its producer-side rules reject,
-		// and the log has already checked what it stores.
-		var h kmsg.RecordBatch
-		if err := h.ReadFrom(raw); err != nil {
-			return err
-		}
+	// Headers only (and whole transaction markers): the replay needs nothing else, and
+	// without a snapshot (after a crash) this reads the whole log. Not batch.Parse:
+	// compaction leaves offset gaps that its producer-side rules reject, and the log has
+	// already checked what it stores.
+	err := p.log.ScanHeaders(from, func(h *kmsg.RecordBatch) error {
 		if h.ProducerID < 0 {
 			return nil
 		}
-		done, ok, err := p.producers.Replay(h)
+		done, ok, err := p.producers.Replay(*h)
 		if ok {
 			p.noteCompleted(done)
 		}

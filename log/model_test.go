@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -141,6 +142,9 @@ func (r *modelRun) check(t *rapid.T) {
 	want := r.m.live()
 	if len(got) != len(want) {
 		t.Fatalf("Scan: %d batches, model %d", len(got), len(want))
+	}
+	if h, w := scanHeadersT(t, r.l, 0), wantHeaders(t, want); !reflect.DeepEqual(h, w) {
+		t.Fatalf("ScanHeaders: %d headers, model %d (or they differ)", len(h), len(w))
 	}
 	for i := range got {
 		if !bytes.Equal(got[i], want[i]) {
