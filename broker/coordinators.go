@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,6 +27,9 @@ type coordinators struct {
 	shares *shareStack        // guarded by mu
 	// closed is set by closeCoordinators: none is created (again) after it.
 	closed bool // guarded by mu
+	// skipOffsetTombstones is a test seam: topic deletions leave the groups' offsets
+	// alone, as a crash right after the topic's record was removed would.
+	skipOffsetTombstones bool // guarded by mu
 }
 
 // errCoordinatorsClosed answers a coordinator lookup during or after shutdown.
@@ -75,6 +79,29 @@ func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
 	b.coord.groups = g
 	b.setOffsetsMarkerListener(g.CompleteTxn)
 	return g, nil
+}
+
+// offsetTombstonesTimeout bounds how long a topic deletion waits for the tombstones of its
+// offsets to be durable; past it they are still in the write queue (and out of memory).
+const offsetTombstonesTimeout = 30 * time.Second
+
+// deleteTopicOffsets removes a deleted topic's offsets from every group, as Kafka's group
+// coordinator does on a topic deletion. Only a loaded coordinator can hold any: it is
+// loaded at Open whenever __consumer_offsets exists. A failure is logged, not returned:
+// the topic is already deleted, its offsets are out of memory, and the coordinator's next
+// load tombstones whatever did not reach the log.
+func (b *Broker) deleteTopicOffsets(t *topic) {
+	b.coord.mu.Lock()
+	g, skip := b.coord.groups, b.coord.skipOffsetTombstones
+	b.coord.mu.Unlock()
+	if g == nil || skip {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), offsetTombstonesTimeout)
+	defer cancel()
+	if err := g.DeleteTopicOffsets(ctx, t.name, t.id); err != nil {
+		b.logger.Error("deleting offsets of a deleted topic", "topic", t.name, "err", err)
+	}
 }
 
 // transactionVersionLevel is the transaction.version this broker finalizes: 2, KIP-890's

@@ -280,8 +280,9 @@ func (b *Broker) handleDeleteTopics(req *server.Request, r *kmsg.DeleteTopicsReq
 	return server.Reply{Resp: resp}
 }
 
-// deleteTopic removes the topic record first (the commit point), then the logs. A crash in
-// between leaves orphan logs that start-up removes.
+// deleteTopic removes the topic record first (the commit point), then the groups' offsets
+// of the topic, then the logs. A crash in between leaves orphan logs and offsets that
+// start-up removes.
 func (b *Broker) deleteTopic(t *topic) error {
 	if err := os.Remove(b.topics.recordPath(t.name)); err != nil && !os.IsNotExist(err) {
 		return err
@@ -293,6 +294,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 	delete(b.topics.byName, t.name)
 	delete(b.topics.byID, t.id)
 	b.topics.mu.Unlock()
+	b.deleteTopicOffsets(t)
 	parts, _ := t.snapshot()
 	for _, p := range parts {
 		close(p.done)

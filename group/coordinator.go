@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -153,6 +154,7 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 		offsetsRetentionMs:      cfg.OffsetsRetentionMs,
 		offsetMetadataMaxBytes:  cfg.OffsetMetadataMaxBytes,
 		newMemberJoinTimeoutMs:  cfg.NewMemberJoinTimeoutMs,
+		topicID:                 cfg.TopicID,
 	}
 	for _, lp := range parts {
 		s := newShard(lp.Index(), sc, randomMemberID)
@@ -175,6 +177,9 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("group: loading __consumer_offsets-%d: %w", lp.Index(), err)
 		}
+		if err := c.tombstoneOutlivedOffsets(lp, s); err != nil {
+			return nil, err
+		}
 		p := &part{log: lp, shard: s, wake: make(chan struct{}, 1)}
 		var out output
 		s.loaded(nowMs, &out)
@@ -192,6 +197,62 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 		go c.ticker()
 	}
 	return c, nil
+}
+
+// tombstoneOutlivedOffsets removes, at load, the offsets of topics deleted (or deleted and
+// re-created) without their tombstones reaching the log: a crash between the removal of
+// the topic's record and the tombstones, or a commit racing the deletion. The tombstones
+// are durable before the coordinator serves, so no topic can be re-created under old
+// offsets in between.
+func (c *Coordinator) tombstoneOutlivedOffsets(lp coordlog.Partition, s *shard) error {
+	records, keys := s.tombstonesWhere(func(k tp, o committed) bool { return s.outlivedTopic(k.topic, o.topicID) })
+	if len(records) == 0 {
+		return nil
+	}
+	if _, err := lp.Append(context.Background(), coordlog.Batch{Records: records, ProducerID: -1}); err != nil {
+		return fmt.Errorf("group: tombstoning offsets of deleted topics in __consumer_offsets-%d: %w", lp.Index(), err)
+	}
+	s.dropOffsets(keys)
+	c.cfg.Logger.Info("removed offsets of deleted topics", "partition", lp.Index(), "offsets", len(keys))
+	return nil
+}
+
+// DeleteTopicOffsets removes every group's offsets, committed and pending, of a deleted
+// topic (GroupCoordinatorService.onMetadataUpdate -> onTopicsDeleted): they leave memory
+// at once and their tombstones are durable when it returns nil. The broker calls it after
+// the topic's record is gone; on an error the next load removes what is left.
+func (c *Coordinator) DeleteTopicOffsets(ctx context.Context, topic string, id [16]byte) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return errors.New("group: coordinator closed")
+	}
+	done := make(chan error, len(c.parts))
+	for _, p := range c.parts {
+		err := c.runUnbounded(p, func(s *shard, _ int64, out *output) {
+			records := s.deletedTopicOffsets(topic, id)
+			if len(records) == 0 {
+				done <- nil
+				return
+			}
+			out.writes = append(out.writes, write{records: records, producerID: -1,
+				done: func(_ int64, err error, _ *output) { done <- err }})
+		})
+		if err != nil {
+			done <- err
+		}
+	}
+	var errs []error
+	for range c.parts {
+		select {
+		case err := <-done:
+			errs = append(errs, err)
+		case <-ctx.Done():
+			return fmt.Errorf("group: tombstones of topic %s: %w", topic, ctx.Err())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // randomMemberID is Kafka's member id: prefix + "-" + a random UUID.
@@ -251,12 +312,22 @@ func (c *Coordinator) dropWaiter(tok uint64) {
 // run feeds one input to p's core under its lock, then fires deadlines due now (a zero
 // delay fires at once) and applies the output.
 func (c *Coordinator) run(p *part, fn func(s *shard, nowMs int64, out *output)) error {
+	return c.runQueued(p, c.cfg.MaxQueuedWrites, fn)
+}
+
+// runUnbounded is run for an input that must not be refused for a full write queue (it
+// adds one write): a topic deletion, whose commit point has passed.
+func (c *Coordinator) runUnbounded(p *part, fn func(s *shard, nowMs int64, out *output)) error {
+	return c.runQueued(p, math.MaxInt, fn)
+}
+
+func (c *Coordinator) runQueued(p *part, maxQueued int, fn func(s *shard, nowMs int64, out *output)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failed != nil {
 		return p.failed
 	}
-	if len(p.queue) >= c.cfg.MaxQueuedWrites {
+	if len(p.queue) >= maxQueued {
 		return errBusy
 	}
 	nowMs := c.cfg.Now().UnixMilli()

@@ -144,6 +144,77 @@ func (o *offsetStore) completeTxn(pid int64, commit bool) {
 	}
 }
 
+// groupPartition names one group's offset of one partition.
+type groupPartition struct {
+	group string
+	k     tp
+}
+
+// tombstonesWhere returns a tombstone for every offset, committed or pending, that doomed
+// selects, once per group and partition (a tombstone removes both kinds).
+func (s *shard) tombstonesWhere(doomed func(k tp, c committed) bool) ([]kmsg.Record, []groupPartition) {
+	var records []kmsg.Record
+	var keys []groupPartition
+	seen := map[groupPartition]bool{}
+	add := func(group string, k tp, c committed) {
+		gp := groupPartition{group, k}
+		if !seen[gp] && doomed(k, c) {
+			seen[gp] = true
+			records = append(records, offsetTombstone(group, k.topic, k.partition))
+			keys = append(keys, gp)
+		}
+	}
+	for group, offs := range s.offsets.byGroup {
+		for k, c := range offs {
+			add(group, k, c)
+		}
+	}
+	for _, byGroup := range s.offsets.pending {
+		for group, offs := range byGroup {
+			for k, c := range offs {
+				add(group, k, c)
+			}
+		}
+	}
+	return records, keys
+}
+
+func (s *shard) dropOffsets(keys []groupPartition) {
+	for _, gp := range keys {
+		s.offsets.tombstone(gp.group, gp.k.topic, gp.k.partition)
+	}
+}
+
+// deletedTopicOffsets is OffsetMetadataManager.onTopicsDeleted: the offsets of topic id of
+// that name, and those stored without a topic id (records older than topic ids), leave
+// memory at once and get tombstones. Memory goes first because the topic's record, the
+// deletion's commit point, is already gone: whether or not the tombstones reach the log
+// (a crash, a failed write), these offsets must never be served again, and if they do not
+// reach it the next load removes them (outlivedTopic).
+func (s *shard) deletedTopicOffsets(topic string, id [16]byte) []kmsg.Record {
+	records, keys := s.tombstonesWhere(func(k tp, c committed) bool {
+		return k.topic == topic && (c.topicID == [16]byte{} || c.topicID == id)
+	})
+	s.dropOffsets(keys)
+	return records
+}
+
+// outlivedTopic reports whether an offset stored for topic under topic id id belongs to a
+// topic that is gone: the name no longer exists, or it now names a re-created topic with
+// another id. The topic id, not time, tells the two apart: every commit stores the id the
+// topic had when the commit was accepted (OffsetCommitValue v4's TopicId), a re-created
+// topic always gets a new random id, and ids do not depend on clocks (a commit timestamp
+// compared with a creation time would misjudge a clock step or a commit racing the
+// deletion). An offset without an id (written before exactq stored ids; exactq always
+// stores one) only goes when the name is gone. Without a topic lookup nothing is outlived.
+func (s *shard) outlivedTopic(topic string, id [16]byte) bool {
+	if s.cfg.topicID == nil {
+		return false
+	}
+	cur, ok := s.cfg.topicID(topic)
+	return !ok || (id != [16]byte{} && id != cur)
+}
+
 func (s *shard) applyOffsetTombstone(group, topic string, partition int32, _ int64) {
 	s.offsets.tombstone(group, topic, partition)
 }
@@ -302,6 +373,12 @@ func (s *shard) commit(cr commitRequest, nowMs int64, out *output) {
 			}
 			if c.leaderEpoch < 0 {
 				c.leaderEpoch = -1
+			}
+			if s.outlivedTopic(p.topic, p.topicID) {
+				// The topic was deleted while this commit was being written: the
+				// deletion's tombstones could not cover it, so it stays out of memory
+				// and the next load tombstones its record.
+				continue
 			}
 			s.simpleGroupIfMissing(cr.group, nowMs)
 			if cr.txn {

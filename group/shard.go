@@ -36,6 +36,8 @@ type shardConfig struct {
 	offsetsRetentionMs      int64
 	offsetMetadataMaxBytes  int32
 	newMemberJoinTimeoutMs  int32 // group.classic.new.member.join.timeout.ms (5 minutes)
+	// topicID is Config.TopicID: the current id of a topic name (nil: ids unknown).
+	topicID func(topic string) ([16]byte, bool)
 }
 
 // write is a group of records the shard wants made durable, in order with its other
