@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,11 @@ type conn struct {
 	info *ConnInfo
 	log  *slog.Logger
 
+	// ip and listener are what the server's connection limits count this connection
+	// under; set at creation, read-only.
+	ip       netip.Addr
+	listener string
+
 	// ctx is passed to Handle; cancelled when the connection ends or the server shuts down.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -67,7 +73,7 @@ type pending struct {
 	reply         Reply
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, ip netip.Addr, listener string) *conn {
 	info := &ConnInfo{
 		ID:         s.nextConnID.Add(1),
 		RemoteAddr: nc.RemoteAddr(),
@@ -75,14 +81,16 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	return &conn{
-		s:       s,
-		nc:      nc,
-		info:    info,
-		log:     s.log.With("conn", info.ID, "remote", info.RemoteAddr),
-		ctx:     ctx,
-		cancel:  cancel,
-		replies: make(chan pending, s.cfg.MaxInFlightPerConn),
-		sender:  zeroCopySender(nc),
+		s:        s,
+		nc:       nc,
+		ip:       ip,
+		listener: listener,
+		info:     info,
+		log:      s.log.With("conn", info.ID, "remote", info.RemoteAddr),
+		ctx:      ctx,
+		cancel:   cancel,
+		replies:  make(chan pending, s.cfg.MaxInFlightPerConn),
+		sender:   zeroCopySender(nc),
 	}
 }
 

@@ -130,7 +130,15 @@ type rawClient struct {
 
 func dial(t testing.TB, s *Server) *rawClient {
 	t.Helper()
-	nc, err := net.Dial("tcp", s.Addr().String())
+	return dialFrom(t, s, "")
+}
+
+// dialFrom connects to s from the local address ip (empty: any), so a test can play clients
+// on different hosts: Linux routes all of 127.0.0.0/8 to the loopback interface.
+func dialFrom(t testing.TB, s *Server, ip string) *rawClient {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	nc, err := d.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +29,20 @@ type Config struct {
 	// MaxRequestBytes is the largest request frame (size prefix excluded) accepted; a larger
 	// or negative size closes the connection, like Kafka's socket.request.max.bytes.
 	MaxRequestBytes int32
-	// MaxConnections caps open client connections; connections beyond it are closed right
-	// after accept.
+	// MaxConnections caps open client connections (max.connections). At the limit the
+	// server stops accepting until a connection closes, as Kafka does.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the open connections from one address
+	// (max.connections.per.ip); a connection beyond it is closed right after accept. Zero
+	// takes DefaultMaxConnectionsPerIP, capped at nine tenths of MaxConnections;
+	// NoConnectionsPerIP admits only the addresses in MaxConnectionsPerIPOverrides.
+	MaxConnectionsPerIP int
+	// MaxConnectionsPerIPOverrides are per-address limits replacing MaxConnectionsPerIP
+	// (max.connections.per.ip.overrides; see ParseConnectionsPerIPOverrides).
+	MaxConnectionsPerIPOverrides map[netip.Addr]int
+	// Listeners holds per-listener limits by listener name; Serve serves
+	// DefaultListenerName.
+	Listeners map[string]ListenerConfig
 	// IdleTimeout closes a connection that sent no request for this long while it had no
 	// request in flight, or whose client did not take its responses for this long
 	// (connections.max.idle.ms).
@@ -51,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxConnectionsPerIP == 0 {
+		c.MaxConnectionsPerIP = perIPLimit(c.MaxConnections)
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = DefaultIdleTimeout
@@ -75,13 +90,19 @@ type Server struct {
 
 	nextConnID atomic.Uint64
 
-	mu        sync.Mutex // guards everything below
-	listeners map[net.Listener]struct{}
-	conns     map[*conn]struct{}
-	closing   bool          // Shutdown or Close has begun
-	connsDone chan struct{} // closed when closing and conns is empty
-	addr      net.Addr      // first listener's address
-	addrReady chan struct{} // closed once addr is set
+	mu          sync.Mutex // guards everything below
+	listeners   map[net.Listener]struct{}
+	conns       map[*conn]struct{}
+	perIP       map[netip.Addr]int // open connections by remote address; no zero entries
+	perListener map[string]int     // open connections by listener name
+	// slotFreed (on mu) is broadcast when a connection ends or closing begins, waking
+	// acceptors waiting for a connection slot.
+	slotFreed        *sync.Cond
+	acceptorsWaiting int           // acceptors blocked in waitForSlot (read by tests)
+	closing          bool          // Shutdown or Close has begun
+	connsDone        chan struct{} // closed when closing and conns is empty
+	addr             net.Addr      // first listener's address
+	addrReady        chan struct{} // closed once addr is set
 }
 
 // New returns a server for h. h.APIs is called once, here: the served keys and versions are
@@ -103,7 +124,11 @@ func New(cfg Config, h Handler, logger *slog.Logger) *Server {
 		conns:     make(map[*conn]struct{}),
 		connsDone: make(chan struct{}),
 		addrReady: make(chan struct{}),
+
+		perIP:       make(map[netip.Addr]int),
+		perListener: make(map[string]int),
 	}
+	s.slotFreed = sync.NewCond(&s.mu)
 	var dropped []APIRange
 	s.apis, dropped = newAPITable(h.APIs())
 	for _, r := range dropped {
@@ -135,9 +160,15 @@ func (s *Server) Addr() net.Addr {
 	return s.addr
 }
 
-// Serve accepts connections on ln until Shutdown or Close, then returns ErrServerClosed.
-// It closes ln. It may be called for several listeners.
+// Serve serves ln as the listener DefaultListenerName; see ServeListener.
 func (s *Server) Serve(ln net.Listener) error {
+	return s.ServeListener(DefaultListenerName, ln)
+}
+
+// ServeListener accepts connections on ln until Shutdown or Close, then returns
+// ErrServerClosed. It closes ln. It may be called for several listeners; listeners of the
+// same name share that name's connection limit (Config.Listeners).
+func (s *Server) ServeListener(name string, ln net.Listener) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -180,7 +211,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.accept(nc)
+		s.accept(nc, name)
 	}
 }
 
@@ -190,29 +221,34 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-// accept registers nc and starts its goroutines, or closes it at once when the server is
-// closing or MaxConnections are open.
-func (s *Server) accept(nc net.Conn) {
+// accept registers nc, accepted on listener, and starts its goroutines. At the broker's or
+// the listener's connection limit it first waits for a slot; it closes nc at once when the
+// server is closing or nc's address already holds its maximum (Kafka's ConnectionQuotas.inc:
+// the slot wait comes first, then the per-address check).
+func (s *Server) accept(nc net.Conn, listener string) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// Go enables TCP_NODELAY by default; say it, since small pipelined responses
 		// must not wait for Nagle.
 		_ = tc.SetNoDelay(true)
 	}
+	ip := remoteIP(nc)
 	s.mu.Lock()
-	if s.closing {
+	if !s.waitForSlot(listener) {
 		s.mu.Unlock()
 		nc.Close()
 		return
 	}
-	if len(s.conns) >= s.cfg.MaxConnections {
+	if lim := s.cfg.maxConnsForIP(ip); s.perIP[ip] >= lim {
 		s.mu.Unlock()
-		s.log.Warn("too many connections, closing new one",
-			"remote", nc.RemoteAddr(), "max_connections", s.cfg.MaxConnections)
+		s.log.Info("rejected connection: its address already has the maximum number of connections",
+			"remote", nc.RemoteAddr(), "max_connections_per_ip", lim)
 		nc.Close()
 		return
 	}
-	c := newConn(s, nc)
+	c := newConn(s, nc, ip, listener)
 	s.conns[c] = struct{}{}
+	s.perIP[ip]++
+	s.perListener[listener]++
 	s.mu.Unlock()
 	c.start()
 }
@@ -221,6 +257,11 @@ func (s *Server) accept(nc net.Conn) {
 func (s *Server) connEnded(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if s.perIP[c.ip]--; s.perIP[c.ip] <= 0 {
+		delete(s.perIP, c.ip)
+	}
+	s.perListener[c.listener]--
+	s.slotFreed.Broadcast()
 	if s.closing && len(s.conns) == 0 {
 		select {
 		case <-s.connsDone:
@@ -238,6 +279,7 @@ func (s *Server) beginClose() []*conn {
 	defer s.mu.Unlock()
 	if !s.closing {
 		s.closing = true
+		s.slotFreed.Broadcast()
 		for ln := range s.listeners {
 			ln.Close()
 		}

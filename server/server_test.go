@@ -311,27 +311,6 @@ func TestReplyClose(t *testing.T) {
 	c.expectClosed()
 }
 
-func TestMaxConnections(t *testing.T) {
-	h := newTestHandler()
-	s := startServer(t, Config{MaxConnections: 1}, h)
-	first := dial(t, s)
-	req := metadataReq(1)
-	first.send(req, 1)
-	first.recv(req)
-
-	second := dial(t, s)
-	second.expectClosed()
-
-	// The slot frees when the first connection ends.
-	first.nc.Close()
-	<-h.ended
-	third := dial(t, s)
-	third.send(req, 3)
-	if corr, _ := third.recv(req); corr != 3 {
-		t.Fatalf("correlation id %d", corr)
-	}
-}
-
 func TestIdleTimeoutClosesConnection(t *testing.T) {
 	h := newTestHandler()
 	s := startServer(t, Config{IdleTimeout: 1}, h) // 1ns: idle at once

@@ -29,26 +29,32 @@ type serveOptions struct {
 	fsync           string
 	maxRequestBytes int
 	maxConnections  int
-	idleTimeout     time.Duration
-	autoCreate      bool
-	logLevel        string
-	metricsListen   string
-	txnShareAckKey  int
-	brokerConfigs   map[string]string // Kafka broker config names (log.retention.ms, ...)
+	// maxConnectionsPerIP: -1 takes the server's default; 0 admits only overridden
+	// addresses (Kafka's max.connections.per.ip=0).
+	maxConnectionsPerIP          int
+	maxConnectionsPerIPOverrides string
+	plaintextMaxConnections      int // listener.name.plaintext.max.connections; 0: none
+	idleTimeout                  time.Duration
+	autoCreate                   bool
+	logLevel                     string
+	metricsListen                string
+	txnShareAckKey               int
+	brokerConfigs                map[string]string // Kafka broker config names (log.retention.ms, ...)
 }
 
 func defaultServeOptions() serveOptions {
 	return serveOptions{
-		listen:          "127.0.0.1:9092",
-		dataDir:         "./exactq-data",
-		nodeID:          1,
-		fsync:           "always",
-		maxRequestBytes: int(server.DefaultMaxRequestBytes),
-		maxConnections:  server.DefaultMaxConnections,
-		idleTimeout:     server.DefaultIdleTimeout,
-		autoCreate:      true,
-		logLevel:        "info",
-		brokerConfigs:   map[string]string{},
+		listen:              "127.0.0.1:9092",
+		dataDir:             "./exactq-data",
+		nodeID:              1,
+		fsync:               "always",
+		maxRequestBytes:     int(server.DefaultMaxRequestBytes),
+		maxConnections:      server.DefaultMaxConnections,
+		maxConnectionsPerIP: -1,
+		idleTimeout:         server.DefaultIdleTimeout,
+		autoCreate:          true,
+		logLevel:            "info",
+		brokerConfigs:       map[string]string{},
 	}
 }
 
@@ -58,7 +64,10 @@ var fileKeys = map[string]string{
 	"listen": "listen", "advertised": "advertised", "data.dir": "data-dir", "node.id": "node-id",
 	"fsync": "fsync", "socket.request.max.bytes": "max-request-bytes",
 	"max.connections": "max-connections", "connections.max.idle.ms": "idle-timeout",
-	"auto.create.topics.enable": "auto-create-topics", "log.level": "log-level",
+	"max.connections.per.ip":                  "max-connections-per-ip",
+	"max.connections.per.ip.overrides":        "max-connections-per-ip-overrides",
+	"listener.name.plaintext.max.connections": "plaintext-max-connections",
+	"auto.create.topics.enable":               "auto-create-topics", "log.level": "log-level",
 	"metrics.listen": "metrics-listen",
 }
 
@@ -73,6 +82,10 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.fsync, "fsync", opts.fsync, "always: acks=all answered after fsync (group commit); never: leave flushing to the OS")
 	fs.IntVar(&opts.maxRequestBytes, "max-request-bytes", opts.maxRequestBytes, "largest request accepted (socket.request.max.bytes)")
 	fs.IntVar(&opts.maxConnections, "max-connections", opts.maxConnections, "most client connections at once")
+	fs.IntVar(&opts.maxConnectionsPerIP, "max-connections-per-ip", opts.maxConnectionsPerIP,
+		fmt.Sprintf("most connections from one address (max.connections.per.ip); -1: %d, at most 9/10 of -max-connections; 0: only addresses in -max-connections-per-ip-overrides", server.DefaultMaxConnectionsPerIP))
+	fs.StringVar(&opts.maxConnectionsPerIPOverrides, "max-connections-per-ip-overrides", "", "per-address limits, host:count,... (max.connections.per.ip.overrides)")
+	fs.IntVar(&opts.plaintextMaxConnections, "plaintext-max-connections", 0, "most connections on the PLAINTEXT listener (listener.name.plaintext.max.connections); 0: only -max-connections")
 	fs.DurationVar(&opts.idleTimeout, "idle-timeout", opts.idleTimeout, "close connections idle this long")
 	fs.BoolVar(&opts.autoCreate, "auto-create-topics", opts.autoCreate, "create unknown topics a client asks for in Metadata")
 	fs.StringVar(&opts.logLevel, "log-level", opts.logLevel, "debug, info, warn or error")
@@ -111,6 +124,10 @@ func applyConfigFile(path string, fs *flag.FlagSet, explicit map[string]bool, br
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		flagName, isFlag := fileKeys[k]
+		if !isFlag && strings.HasPrefix(k, "listener.name.") {
+			// exactq has one listener, PLAINTEXT; a limit for another would be ignored.
+			return fmt.Errorf("%s:%d: %s: exactq has no such listener (only listener.name.plaintext.*)", path, n, k)
+		}
 		if !isFlag {
 			brokerConfigs[k] = v
 			continue
@@ -182,12 +199,21 @@ func serve(opts serveOptions) error {
 		ln.Close()
 		return err
 	}
+	limits, err := connectionLimits(opts)
+	if err != nil {
+		ln.Close()
+		b.Close()
+		return err
+	}
 	srv := server.New(server.Config{
-		MaxRequestBytes: int32(opts.maxRequestBytes),
-		MaxConnections:  opts.maxConnections,
-		IdleTimeout:     opts.idleTimeout,
-		ClusterID:       b.ClusterID(),
-		NodeID:          int32(opts.nodeID),
+		MaxRequestBytes:              int32(opts.maxRequestBytes),
+		MaxConnections:               opts.maxConnections,
+		MaxConnectionsPerIP:          limits.MaxConnectionsPerIP,
+		MaxConnectionsPerIPOverrides: limits.MaxConnectionsPerIPOverrides,
+		Listeners:                    limits.Listeners,
+		IdleTimeout:                  opts.idleTimeout,
+		ClusterID:                    b.ClusterID(),
+		NodeID:                       int32(opts.nodeID),
 	}, b, logger)
 
 	if opts.metricsListen != "" {
@@ -227,4 +253,36 @@ func serve(opts serveOptions) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// connectionLimits turns the connection-limit options into server.Config fields, refusing
+// what Kafka refuses (max.connections.per.ip=0 without overrides).
+func connectionLimits(opts serveOptions) (server.Config, error) {
+	var cfg server.Config
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	overrides, err := server.ParseConnectionsPerIPOverrides(ctx, opts.maxConnectionsPerIPOverrides)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.MaxConnectionsPerIPOverrides = overrides
+	switch {
+	case opts.maxConnectionsPerIP == 0 && len(overrides) == 0:
+		return cfg, errors.New("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides is set")
+	case opts.maxConnectionsPerIP == 0:
+		cfg.MaxConnectionsPerIP = server.NoConnectionsPerIP
+	case opts.maxConnectionsPerIP > 0:
+		cfg.MaxConnectionsPerIP = opts.maxConnectionsPerIP
+	case opts.maxConnectionsPerIP != -1:
+		return cfg, fmt.Errorf("max.connections.per.ip must be -1 (default) or at least 0, not %d", opts.maxConnectionsPerIP)
+	}
+	if opts.plaintextMaxConnections < 0 {
+		return cfg, fmt.Errorf("listener.name.plaintext.max.connections must be at least 0, not %d", opts.plaintextMaxConnections)
+	}
+	if opts.plaintextMaxConnections > 0 {
+		cfg.Listeners = map[string]server.ListenerConfig{
+			server.DefaultListenerName: {MaxConnections: opts.plaintextMaxConnections},
+		}
+	}
+	return cfg, nil
 }
