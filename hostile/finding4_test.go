@@ -77,12 +77,17 @@ func checkNoOffset(t *testing.T, adm *kadm.Client, topic, group, when string) {
 // produceValues writes n records to topic partition 0 (acks=all) and waits for them.
 func produceValues(t *testing.T, addr, topic string, n int) {
 	t.Helper()
-	cl := newClient(t, addr, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceValuesWith(t, newClient(t, addr), topic, n)
+}
+
+// produceValuesWith writes n records to topic partition 0 with cl.
+func produceValuesWith(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
 	for i := range n {
-		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "good-%d", i)})
+		recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "good-%d", i)})
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
