@@ -70,7 +70,7 @@ func TestEncodeRecordsRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				b = b[4:]
-				h, err := Validate(b, ValidateOptions{Deep: true, MaxBatchBytes: len(b)})
+				h, err := Validate(b, ValidateOptions{MaxBatchBytes: len(b)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -154,27 +154,27 @@ func TestRecordsCorrupt(t *testing.T) {
 		{"fewer records than declared (compressed)", func(rb *kmsg.RecordBatch) {
 			rb.Attributes = CodecZstd
 			rb.Records = compressed(rawRecords(recs[:2]))
-		}, ErrCorrupt},
-		{"trailing bytes", func(rb *kmsg.RecordBatch) { rb.Records = append(append([]byte{}, good...), 0) }, ErrCorrupt},
+		}, ErrBadRecord},
+		{"trailing bytes", func(rb *kmsg.RecordBatch) { rb.Records = append(append([]byte{}, good...), 0) }, ErrBadRecord},
 		{"offset deltas repeat", func(rb *kmsg.RecordBatch) {
 			rb.Attributes = CodecZstd
 			rb.Records = compressed(withOffsets(0, 1, 1))
-		}, ErrCorrupt},
+		}, ErrBadRecord},
 		{"offset delta beyond last", func(rb *kmsg.RecordBatch) {
 			rb.Attributes = CodecZstd
 			rb.Records = compressed(withOffsets(0, 1, 3))
-		}, ErrCorrupt},
+		}, ErrBadRecord},
 		{"negative offset delta", func(rb *kmsg.RecordBatch) {
 			rb.Attributes = CodecZstd
 			rb.Records = compressed(withOffsets(-1, 0, 1))
-		}, ErrCorrupt},
-		{"record length over its fields", func(rb *kmsg.RecordBatch) { rb.Records = longRec }, ErrCorrupt},
-		{"truncated record", func(rb *kmsg.RecordBatch) { rb.Records = good[:len(good)-1] }, ErrCorrupt},
+		}, ErrBadRecord},
+		{"record length over its fields", func(rb *kmsg.RecordBatch) { rb.Records = longRec }, ErrBadRecord},
+		{"truncated record", func(rb *kmsg.RecordBatch) { rb.Records = good[:len(good)-1] }, ErrBadRecord},
 		{"count too large for payload", func(rb *kmsg.RecordBatch) {
 			rb.Attributes = CodecZstd
 			rb.NumRecords, rb.LastOffsetDelta = 1<<30, 1<<30-1
 			rb.Records = compressed(good)
-		}, ErrCorrupt},
+		}, ErrBadRecord},
 		{"garbage compressed payload", func(rb *kmsg.RecordBatch) { rb.Attributes = CodecLZ4 }, ErrCorrupt},
 		{"unknown codec", func(rb *kmsg.RecordBatch) { rb.Attributes = 6 }, ErrCorrupt},
 	}
@@ -205,7 +205,7 @@ func TestValidate(t *testing.T) {
 		err  error
 		code int16
 	}{
-		{"good", func() []byte { return good }, ValidateOptions{Deep: true}, nil, 0},
+		{"good", func() []byte { return good }, ValidateOptions{}, nil, 0},
 		{"max.message.bytes", func() []byte { return good }, ValidateOptions{MaxBatchBytes: len(good) - 1}, ErrTooLarge, kerr.MessageTooLarge.Code},
 		{"max.message.bytes exact", func() []byte { return good }, ValidateOptions{MaxBatchBytes: len(good)}, nil, 0},
 		{"control batch from client", func() []byte { return ControlBatch(7, 1, true, 0, 1) }, ValidateOptions{}, ErrControl, kerr.InvalidRecord.Code},
@@ -239,11 +239,11 @@ func TestValidate(t *testing.T) {
 			return b
 		}, ValidateOptions{}, ErrMagic, kerr.UnsupportedForMessageFormat.Code},
 		{"truncated", func() []byte { return good[:len(good)-1] }, ValidateOptions{}, ErrTruncated, kerr.CorruptMessage.Code},
-		{"bad record framing, deep", func() []byte {
+		{"bad record framing", func() []byte {
 			rb, _ := Parse(good)
 			rb.Records = append(append([]byte{}, rb.Records...), 0)
 			return assemble(rb)
-		}, ValidateOptions{Deep: true}, ErrCorrupt, kerr.CorruptMessage.Code},
+		}, ValidateOptions{}, ErrBadRecord, kerr.InvalidRecord.Code},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -318,7 +318,7 @@ func FuzzParse(f *testing.F) {
 		if len(h.Records) != len(b)-HeaderSize {
 			t.Fatal("records slice does not match length")
 		}
-		_, _ = Validate(b, ValidateOptions{Deep: true, Compacted: true})
+		_, _ = Validate(b, ValidateOptions{Compacted: true})
 		_, _ = ParseMarker(&h)
 	})
 }
@@ -344,7 +344,7 @@ func FuzzRecords(f *testing.F) {
 		if len(recs) != int(n) {
 			t.Fatalf("%d records, header says %d", len(recs), n)
 		}
-		if _, err := Validate(b, ValidateOptions{Deep: true}); err != nil && n > 0 {
+		if _, err := Validate(b, ValidateOptions{}); err != nil && n > 0 {
 			t.Fatalf("Records accepted what Validate rejects: %v", err)
 		}
 	})
@@ -376,7 +376,7 @@ func BenchmarkValidateDeep(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Validate(raw, ValidateOptions{Deep: true}); err != nil {
+		if _, err := Validate(raw, ValidateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

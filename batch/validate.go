@@ -24,6 +24,12 @@ var (
 	// ErrNoKey: a record without key sent to a compacted topic. INVALID_RECORD (Kafka:
 	// LogValidator.validateKey).
 	ErrNoKey = errors.New("batch: compacted topic record without key")
+	// ErrBadRecord: the records of a batch do not parse as its header declares them
+	// (framing, count, offset deltas, bytes left over). INVALID_RECORD: Kafka 4.4's
+	// DefaultRecord.readFrom and DefaultRecordBatch.RecordIterator throw
+	// org.apache.kafka.common.InvalidRecordException, which Errors.forException maps to
+	// INVALID_RECORD (87); it is not retriable, and resending the same bytes cannot help.
+	ErrBadRecord = errors.New("batch: malformed records")
 )
 
 // ValidateOptions are the per-topic limits of the produce path. Zero values disable a
@@ -37,23 +43,22 @@ type ValidateOptions struct {
 	MaxRecords int
 	// MaxDecompressedBytes bounds the decompressed records of a compressed batch.
 	MaxDecompressedBytes int
-	// Deep decodes and checks every record of uncompressed batches too. Compressed
-	// batches are always decoded (the CRC covers only the compressed bytes, so
-	// decoding is the only way to know the records are well formed).
-	Deep bool
-	// Compacted requires every record to have a key (cleanup.policy=compact); it
-	// implies a deep check.
+	// Compacted requires every record to have a key (cleanup.policy=compact).
 	Compacted bool
 }
 
 // Validate checks one batch a client produced, before it is appended: Parse (length,
-// magic, CRC, header sanity) plus the checks of Kafka's LogValidator.validateBatch for
-// client appends, and, for compressed batches or when opts asks, a full record framing
-// check. It allocates nothing for uncompressed batches.
+// magic, CRC, header sanity), the checks of Kafka's LogValidator.validateBatch for client
+// appends, and the framing of every record, compressed or not, as Kafka's
+// DefaultRecordBatch iterator and DefaultRecord.readFrom check it (see walkRecords). The
+// CRC covers only the bytes as sent, so walking the records is the only way to know a
+// consumer can parse them: a batch that passes Validate reads back with exactly
+// NumRecords records. It allocates nothing for uncompressed batches.
 //
-// Divergence from Kafka: Kafka rewrites a compressed batch whose inner offset deltas are
-// not 0..n-1 (old clients); exactq stores batches as received, so it rejects such a batch
-// with ErrCorrupt. No current client (Java, librdkafka, franz-go, sarama) writes one.
+// Divergences from Kafka: Kafka rewrites a compressed batch whose inner offset deltas are
+// not 0..n-1 (old clients) and ignores the deltas of an uncompressed one; exactq stores
+// batches as received and serves those deltas, so it refuses such a batch (ErrBadRecord).
+// No current client (Java, librdkafka, franz-go, sarama) writes one.
 func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
 	if opts.MaxBatchBytes > 0 && len(b) > opts.MaxBatchBytes {
 		return kmsg.RecordBatch{}, fmt.Errorf("%w: %d bytes, max.message.bytes is %d", ErrTooLarge, len(b), opts.MaxBatchBytes)
@@ -80,12 +85,13 @@ func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
 	if h.ProducerID < 0 && h.Attributes&AttrTransactional != 0 {
 		return h, fmt.Errorf("%w: transactional batch without producer id", ErrInvalidBatch)
 	}
-	compressed := h.Attributes&AttrCompressionMask != CodecNone
-	if !compressed && !opts.Deep && !opts.Compacted {
-		return h, nil
-	}
+	return h, validateRecords(&h, opts)
+}
+
+// validateRecords walks every record of a header-valid batch.
+func validateRecords(h *kmsg.RecordBatch, opts ValidateOptions) error {
 	var scratch *[]byte
-	if compressed {
+	if h.Attributes&AttrCompressionMask != CodecNone {
 		// Validate only walks the records, so the decompressed bytes go to a pooled
 		// buffer instead of a fresh allocation per produce batch.
 		scratch = scratchBuffers.Get().(*[]byte)
@@ -99,26 +105,29 @@ func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
 	if scratch != nil {
 		dst = (*scratch)[:0]
 	}
-	data, err := payload(dst, &h, opts.MaxDecompressedBytes)
+	data, err := payload(dst, h, opts.MaxDecompressedBytes)
 	if err != nil {
-		return h, err
+		return err
 	}
 	if scratch != nil {
 		*scratch = data[:0]
 	}
-	if int(h.NumRecords) > len(data)/minRecordSize {
-		return h, fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.NumRecords, len(data))
+	if err := checkCountFits(h, len(data)); err != nil {
+		return err
 	}
-	var visit func(int, rawRecord) error
+	r := recordReader{buf: data}
 	if opts.Compacted {
-		visit = func(i int, r rawRecord) error {
-			if !r.hasKey {
-				return fmt.Errorf("%w: record %d", ErrNoKey, i)
-			}
-			return nil
-		}
+		return walkRecords(h, &r, requireKey)
 	}
-	return h, walkRecords(&h, data, visit)
+	return walkRecords(h, &r, nil)
+}
+
+// requireKey is Kafka's LogValidator.validateKey for compacted topics.
+func requireKey(i int, r rawRecord) error {
+	if !r.hasKey {
+		return fmt.Errorf("%w: record %d", ErrNoKey, i)
+	}
+	return nil
 }
 
 // maxPooledScratch bounds the decompression buffers kept for reuse, so one huge batch
@@ -134,7 +143,8 @@ var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 //	ErrCorrupt, ErrCRC, ErrTruncated    CORRUPT_MESSAGE (2)
 //	ErrMagic                            UNSUPPORTED_FOR_MESSAGE_FORMAT (43)
 //	ErrInvalidBatch, ErrControl,
-//	ErrTooManyRecords, ErrNoKey         INVALID_RECORD (87)
+//	ErrTooManyRecords, ErrNoKey,
+//	ErrBadRecord                        INVALID_RECORD (87)
 func KafkaCode(err error) int16 {
 	switch {
 	case err == nil:
@@ -146,7 +156,7 @@ func KafkaCode(err error) int16 {
 	case errors.Is(err, ErrMagic):
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, ErrInvalidBatch), errors.Is(err, ErrControl),
-		errors.Is(err, ErrTooManyRecords), errors.Is(err, ErrNoKey):
+		errors.Is(err, ErrTooManyRecords), errors.Is(err, ErrNoKey), errors.Is(err, ErrBadRecord):
 		return kerr.InvalidRecord.Code
 	}
 	return kerr.UnknownServerError.Code
