@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -352,7 +353,9 @@ func (f *fetch) pass(acquire bool) (int, bool) {
 		if acquire {
 			f.results[t] = r
 			for _, a := range r.acquired {
-				n := int(a.LastOffset - a.FirstOffset + 1)
+				// A range's span may be far larger than its records (compaction gaps, a
+				// lying batch): clamp, so two such ranges cannot overflow the sums.
+				n := int(min(a.LastOffset-a.FirstOffset+1, math.MaxInt32))
 				budget -= n
 				total += n
 			}

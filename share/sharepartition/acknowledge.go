@@ -15,6 +15,24 @@ func (ab *AckBatch) typeAt(o int64) AckType {
 	return ab.Types[o-ab.FirstOffset]
 }
 
+// typeRuns calls f for each stretch of [lo, hi] (inside ab) that ab gives one
+// type: once when ab has one type for the whole range, whatever its span; else
+// at most once per listed type, which the request's bytes bound.
+func (ab *AckBatch) typeRuns(lo, hi int64, f func(lo, hi int64, t AckType)) {
+	if len(ab.Types) == 1 {
+		f(lo, hi, ab.Types[0])
+		return
+	}
+	for o := lo; o <= hi; {
+		t, end := ab.typeAt(o), o
+		for end < hi && ab.typeAt(end+1) == t {
+			end++
+		}
+		f(o, end, t)
+		o = end + 1
+	}
+}
+
 // ValidateAckBatches applies the request-level checks Kafka does in
 // KafkaApis.validateAcknowledgementBatches before a partition sees the acks;
 // any failure is INVALID_REQUEST for the partition and nothing is applied:
@@ -97,7 +115,7 @@ func (sp *SharePartition) segments(batches []AckBatch) ([]segment, error) {
 			if lo > hi {
 				continue
 			}
-			whole := b.offs == nil && len(ab.Types) == 1 && lo == b.first && hi == b.last
+			whole := b.runs == nil && len(ab.Types) == 1 && lo == b.first && hi == b.last
 			segs = append(segs, segment{ab: ab, b: b, lo: lo, hi: hi, whole: whole})
 		}
 	}
@@ -112,7 +130,7 @@ func (sp *SharePartition) checkOwned(member string, segs []segment) error {
 	changed := int64(-1) // last offset whose state an earlier batch changes
 	for _, s := range segs {
 		b := s.b
-		if b.offs == nil {
+		if b.runs == nil {
 			if b.rec.member == "" || b.rec.state != Acquired {
 				return errInvalidRecordState("offsets %d-%d are not acquired (state %v)", b.first, b.last, b.rec.state)
 			}
@@ -120,20 +138,25 @@ func (sp *SharePartition) checkOwned(member string, segs []segment) error {
 				return errInvalidRecordState("member %q is not the owner of offsets %d-%d", member, b.first, b.last)
 			}
 		} else {
-			for o := s.lo; o <= s.hi; o++ {
-				r := b.at(o)
-				if r.state != Acquired {
-					return errInvalidRecordState("offset %d is not acquired (state %v)", o, r.state)
+			for _, r := range b.overlapping(s.lo, s.hi) {
+				if r.rec.state != Acquired {
+					return errInvalidRecordState("offset %d is not acquired (state %v)", max(r.first, s.lo), r.rec.state)
 				}
-				if r.member != member {
-					return errInvalidRecordState("member %q is not the owner of offset %d", member, o)
+				if r.rec.member != member {
+					return errInvalidRecordState("member %q is not the owner of offset %d", member, max(r.first, s.lo))
 				}
 			}
 		}
 		if s.lo <= changed {
 			return errInvalidRecordState("offset %d is acknowledged twice", s.lo)
 		}
-		for o := s.hi; o >= s.lo; o-- {
+		if len(s.ab.Types) == 1 { // no loop over a span the client claims
+			if s.ab.Types[0] != AckRenew {
+				changed = s.hi
+			}
+			continue
+		}
+		for o := s.hi; o >= s.lo; o-- { // one type per offset: bounded by the request's bytes
 			if s.ab.typeAt(o) != AckRenew {
 				changed = o
 				break
@@ -173,17 +196,29 @@ func (sp *SharePartition) Acknowledge(nowMs int64, member string, batches []AckB
 	if err != nil {
 		return sp.update(&c), err
 	}
+	sp.eachAcked(segs, func(b *batch, r *record, first, n int64, t AckType) {
+		sp.ackRecord(nowMs, b, r, first, n, t, &c)
+	})
+	return sp.update(&c), nil
+}
+
+// eachAcked calls f for each piece of the segments sharing one record and one
+// acknowledgement type: the whole batch while it has batch-level state, else its
+// runs, carved at the segment's edges and where the type changes. f must not
+// carve.
+func (sp *SharePartition) eachAcked(segs []segment, f func(b *batch, r *record, first, n int64, t AckType)) {
 	for _, s := range segs {
 		if s.whole {
-			sp.ackRecord(nowMs, s.b, &s.b.rec, s.b.first, s.b.len(), s.ab.Types[0], &c)
+			f(s.b, &s.b.rec, s.b.first, s.b.len(), s.ab.Types[0])
 			continue
 		}
-		s.b.split()
-		for o := s.lo; o <= s.hi; o++ {
-			sp.ackRecord(nowMs, s.b, s.b.at(o), o, 1, s.ab.typeAt(o), &c)
-		}
+		s.ab.typeRuns(s.lo, s.hi, func(lo, hi int64, t AckType) {
+			rs := sp.carve(s.b, lo, hi)
+			for i := range rs {
+				f(s.b, &rs[i].rec, rs[i].first, rs[i].len(), t)
+			}
+		})
 	}
-	return sp.update(&c), nil
 }
 
 // ackRecord applies one acknowledgement type to n ACQUIRED records sharing r.

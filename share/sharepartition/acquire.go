@@ -86,12 +86,12 @@ func (sp *SharePartition) NextFetchOffset() int64 {
 }
 
 func (b *batch) firstAvailable() (int64, bool) {
-	if b.offs == nil {
+	if b.runs == nil {
 		return b.first, b.rec.state == Available
 	}
-	for i := range b.offs {
-		if b.offs[i].state == Available {
-			return b.first + int64(i), true
+	for i := range b.runs {
+		if b.runs[i].rec.state == Available {
+			return b.runs[i].first, true
 		}
 	}
 	return 0, false
@@ -121,14 +121,14 @@ func (sp *SharePartition) FetchEnd(maxRecords int) int64 {
 // acknowledgement (or lock expiry) gives back.
 func (sp *SharePartition) Holds(member string) bool {
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			if b.rec.state == Acquired && b.rec.member == member {
 				return true
 			}
 			continue
 		}
-		for i := range b.offs {
-			if b.offs[i].state == Acquired && b.offs[i].member == member {
+		for i := range b.runs {
+			if r := &b.runs[i].rec; r.state == Acquired && r.member == member {
 				return true
 			}
 		}
@@ -263,31 +263,37 @@ func (a *acquisition) take(b *batch, r *record, first, n int64) bool {
 func (a *acquisition) cached(b *batch) {
 	remaining := a.max - a.n
 	full := b.first >= a.firstBase && b.last <= a.lastTo
-	if b.offs == nil && full && !(a.req.Mode == RecordLimit && b.len() > remaining) {
+	if b.runs == nil && full && !(a.req.Mode == RecordLimit && b.len() > remaining) {
 		if b.rec.state == Available && a.take(b, &b.rec, b.first, b.len()) {
 			a.emit(b.first, b.last, b.rec.count, false)
 			a.n += b.len()
 		}
 		return
 	}
-	if b.offs == nil && b.rec.state != Available {
+	if b.runs == nil && b.rec.state != Available {
 		return
 	}
-	b.split()
+	// Run by run: in record_limit mode the run where the limit falls is cut there.
 	var got int64
-	for o := max(b.first, a.firstBase); o <= min(b.last, a.lastTo); o++ {
-		r := b.at(o)
-		if r.state != Available {
+	lo, hi := max(b.first, a.firstBase), min(b.last, a.lastTo)
+	for o := lo; o <= hi && !(a.req.Mode == RecordLimit && got == remaining); {
+		end := hi
+		if b.runs != nil {
+			end = min(hi, b.runs[b.runIndex(o)].last)
+		}
+		if r := b.at(o); r.state != Available {
+			o = end + 1
 			continue
+		} else if a.req.Mode == RecordLimit && r.count < a.sp.cfg.DeliveryCountLimit {
+			// A run at the delivery limit is archived whole (take), however long.
+			end = min(end, o+remaining-got-1)
 		}
-		if !a.take(b, r, o, 1) {
-			continue
+		r := &a.sp.carve(b, o, end)[0]
+		if a.take(b, &r.rec, o, r.len()) {
+			a.emit(o, end, r.rec.count, got > 0)
+			got += r.len()
 		}
-		a.emit(o, o, r.count, got > 0)
-		got++
-		if a.req.Mode == RecordLimit && got == remaining {
-			break
-		}
+		o = end + 1
 	}
 	a.n += got
 }
@@ -329,10 +335,8 @@ func (a *acquisition) fresh(lo, hi int64) {
 		b := newBatch(lo, last)
 		got := last - lo + 1
 		if got > remaining {
-			b.split()
-			for i := remaining; i < got; i++ {
-				b.offs[i] = record{state: Available, stagedPID: -1, stagedEpoch: -1, stagedAck: ackNone}
-			}
+			rest := &sp.carve(b, lo+remaining, last)[0]
+			rest.rec = record{state: Available, stagedPID: -1, stagedEpoch: -1, stagedAck: ackNone}
 			sp.mayHaveAvailable = true
 			got = remaining
 		}
@@ -393,7 +397,7 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 		if b.last < lo {
 			continue
 		}
-		if b.offs == nil && b.first >= lo && b.last <= hi {
+		if b.runs == nil && b.first >= lo && b.last <= hi {
 			if b.rec.state == Available {
 				b.rec.clearOwner()
 				b.rec.state = Archived
@@ -402,16 +406,16 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 			}
 			continue
 		}
-		if b.offs == nil && b.rec.state != Available {
+		if b.runs == nil && b.rec.state != Available {
 			continue
 		}
-		b.split()
-		for o := max(lo, b.first); o <= min(hi, b.last); o++ {
-			if r := b.at(o); r.state == Available {
-				r.clearOwner()
-				r.state = Archived
-				sp.counters.Archived++
-				sp.complete++
+		rs := sp.carve(b, max(lo, b.first), min(hi, b.last))
+		for i := range rs {
+			if r := &rs[i]; r.rec.state == Available {
+				r.rec.clearOwner()
+				r.rec.state = Archived
+				sp.counters.Archived += r.len()
+				sp.complete += r.len()
 			}
 		}
 	}
@@ -455,17 +459,14 @@ func (sp *SharePartition) archiveAcquired(lo, hi int64) {
 			continue
 		}
 		end := min(hi, b.last)
-		if b.offs == nil && (o > b.first || end < b.last) {
-			b.split()
-		}
-		if b.offs == nil {
+		if b.runs == nil && o == b.first && end == b.last {
 			b.rec.clearOwner()
 			b.rec.state = Archived
 		} else {
-			for x := o; x <= end; x++ {
-				r := b.at(x)
-				r.clearOwner()
-				r.state = Archived
+			rs := sp.carve(b, o, end)
+			for i := range rs {
+				rs[i].rec.clearOwner()
+				rs[i].rec.state = Archived
 			}
 		}
 		sp.counters.Archived += end - o + 1

@@ -6,7 +6,11 @@
 //
 // A SharePartition holds the in-flight window [StartOffset (SPSO), EndOffset
 // (SPEO)] as in-flight batches (the ranges handed to consumers), each with one
-// record state until an operation touches part of it, then one per offset.
+// record state until an operation touches part of it, then runs of offsets
+// sharing one state. Kafka keeps one entry per offset there; exactq never does,
+// because a batch's offset span is not bounded by its bytes (compaction gaps, a
+// 72-byte batch claiming 10^9 offsets): memory and every step's work grow with
+// the number of distinct states, never with a span.
 // Records are AVAILABLE, ACQUIRED (locked to a member until a deadline),
 // ACKNOWLEDGED, ARCHIVED or TX_PENDING (acknowledgement staged in a producer
 // transaction); ARCHIVING is reserved for the KIP-1191 DLQ. Everything below

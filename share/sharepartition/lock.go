@@ -1,6 +1,9 @@
 package sharepartition
 
-import "container/heap"
+import (
+	"container/heap"
+	"slices"
+)
 
 // lockEntry says: batch first may hold ACQUIRED records whose lock ends at
 // deadlineMs. Entries are never removed when a lock ends early (ack, release,
@@ -28,29 +31,33 @@ func (h *lockHeap) Pop() any {
 // arm records that batch b holds records locked until deadlineMs.
 func (sp *SharePartition) arm(b *batch, deadlineMs int64) {
 	heap.Push(&sp.locks, lockEntry{deadlineMs: deadlineMs, first: b.first})
-	if len(sp.locks) > 4*len(sp.batches)+64 {
+	if len(sp.locks) > 2*sp.liveLocks+4*len(sp.batches)+64 {
 		sp.rebuildLocks()
 	}
 }
 
 // rebuildLocks drops stale entries: one entry per distinct deadline per batch.
+// It runs when the heap has grown to twice what the last rebuild kept (plus
+// slack), so its cost is amortized over the arms that grew it, however many
+// runs a batch holds.
 func (sp *SharePartition) rebuildLocks() {
 	sp.locks = sp.locks[:0]
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			if b.rec.state == Acquired {
 				sp.locks = append(sp.locks, lockEntry{b.rec.deadlineMs, b.first})
 			}
 			continue
 		}
 		var last int64 = -1
-		for i := range b.offs {
-			if r := &b.offs[i]; r.state == Acquired && r.deadlineMs != last {
+		for i := range b.runs {
+			if r := &b.runs[i].rec; r.state == Acquired && r.deadlineMs != last {
 				sp.locks = append(sp.locks, lockEntry{r.deadlineMs, b.first})
 				last = r.deadlineMs
 			}
 		}
 	}
+	sp.liveLocks = len(sp.locks)
 	heap.Init(&sp.locks)
 }
 
@@ -62,7 +69,7 @@ func (sp *SharePartition) NextDeadline() (deadlineMs int64, ok bool) {
 	for len(sp.locks) > 0 {
 		e := sp.locks[0]
 		if b := sp.find(e.first); b != nil && b.first == e.first {
-			if b.offs != nil || (b.rec.state == Acquired && b.rec.deadlineMs == e.deadlineMs) {
+			if b.runs != nil || (b.rec.state == Acquired && b.rec.deadlineMs == e.deadlineMs) {
 				return e.deadlineMs, true
 			}
 		}
@@ -78,13 +85,17 @@ func (sp *SharePartition) NextDeadline() (deadlineMs int64, ok bool) {
 // transition stands whatever happens to the write (kip-932.md 2.5).
 func (sp *SharePartition) Tick(nowMs int64) Update {
 	var c changes
+	var firsts []int64 // batches with expired entries; each is scanned once however many entries it had
 	for len(sp.locks) > 0 && sp.locks[0].deadlineMs <= nowMs {
-		e := heap.Pop(&sp.locks).(lockEntry)
-		b := sp.find(e.first)
-		if b == nil || b.first != e.first {
+		firsts = append(firsts, heap.Pop(&sp.locks).(lockEntry).first)
+	}
+	slices.Sort(firsts)
+	for _, first := range slices.Compact(firsts) {
+		b := sp.find(first)
+		if b == nil || b.first != first {
 			continue
 		}
-		if b.offs == nil {
+		if b.runs == nil {
 			if b.rec.state == Acquired && b.rec.deadlineMs <= nowMs {
 				sp.counters.LockExpired += b.len()
 				sp.releaseRecord(&b.rec, b.first, b.len())
@@ -92,12 +103,12 @@ func (sp *SharePartition) Tick(nowMs int64) Update {
 			}
 			continue
 		}
-		for i := range b.offs {
-			if r := &b.offs[i]; r.state == Acquired && r.deadlineMs <= nowMs {
-				o := b.first + int64(i)
-				sp.counters.LockExpired++
-				sp.releaseRecord(r, o, 1)
-				c.add(o, o, r)
+		for i := range b.runs {
+			if r := &b.runs[i]; r.rec.state == Acquired && r.rec.deadlineMs <= nowMs {
+				sp.counters.LockExpired += r.len()
+				sp.releaseRecord(&r.rec, r.first, r.len())
+				c.add(r.first, r.last, &r.rec)
+				sp.touch(b) // released runs may now equal their neighbours
 			}
 		}
 	}
@@ -129,7 +140,7 @@ func (sp *SharePartition) releaseRecord(r *record, first, n int64) {
 func (sp *SharePartition) ReleaseMember(member string) Update {
 	var c changes
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			if b.rec.state == Acquired && b.rec.member == member {
 				sp.counters.Released += b.len()
 				sp.releaseRecord(&b.rec, b.first, b.len())
@@ -137,12 +148,12 @@ func (sp *SharePartition) ReleaseMember(member string) Update {
 			}
 			continue
 		}
-		for i := range b.offs {
-			if r := &b.offs[i]; r.state == Acquired && r.member == member {
-				o := b.first + int64(i)
-				sp.counters.Released++
-				sp.releaseRecord(r, o, 1)
-				c.add(o, o, r)
+		for i := range b.runs {
+			if r := &b.runs[i]; r.rec.state == Acquired && r.rec.member == member {
+				sp.counters.Released += r.len()
+				sp.releaseRecord(&r.rec, r.first, r.len())
+				c.add(r.first, r.last, &r.rec)
+				sp.touch(b)
 			}
 		}
 	}

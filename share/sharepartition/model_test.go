@@ -44,6 +44,9 @@ func genLog(t *rapid.T) *fakeLog {
 	n := rapid.IntRange(5, 25).Draw(t, "logBatches")
 	for i := 0; i < n; i++ {
 		size := rapid.Int64Range(1, 6).Draw(t, "batchLen")
+		if rapid.IntRange(0, 15).Draw(t, "long") == 0 { // many offsets in one batch: split into runs
+			size = rapid.Int64Range(12, 40).Draw(t, "longBatchLen")
+		}
 		if rapid.IntRange(0, 3).Draw(t, "txn") == 0 {
 			pid := int64(100 + i)
 			abort := rapid.Bool().Draw(t, "abort")
@@ -407,7 +410,7 @@ func (sp *SharePartition) clone() *SharePartition {
 	c.batches = make([]*batch, len(sp.batches))
 	for i, b := range sp.batches {
 		nb := *b
-		nb.offs = slices.Clone(b.offs)
+		nb.runs = slices.Clone(b.runs)
 		c.batches[i] = &nb
 	}
 	c.locks = slices.Clone(sp.locks)

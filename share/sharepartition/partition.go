@@ -2,6 +2,7 @@ package sharepartition
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -36,32 +37,113 @@ func (a *record) samePersisted(b *record) bool {
 }
 
 // batch is one in-flight batch: an acquired range [first, last] as handed to a
-// consumer, or a range restored from persisted state. While offs is nil every
-// record has the state rec; once an operation touches part of the batch it is
-// split into offs, one record per offset (Kafka's InFlightBatch.offsetState).
+// consumer, or a range restored from persisted state. While runs is nil every
+// record has the state rec (Kafka's batch-level state). Once an operation
+// touches part of the batch it keeps per-offset state (Kafka's
+// InFlightBatch.offsetState), but as runs of consecutive offsets sharing one
+// record, not one entry per offset as Kafka does: a log batch's offset span is
+// not bounded by its bytes (compaction leaves gaps, and a 72-byte batch may
+// claim a billion offsets), so memory and every loop here grow with the number
+// of distinct states, never with the span.
 type batch struct {
 	first, last int64
 	rec         record
-	offs        []record
+	runs        []run // nil, or sorted and contiguous over [first, last]
 }
+
+// run is a range of offsets of a batch sharing one record.
+type run struct {
+	first, last int64
+	rec         record
+}
+
+func (r *run) len() int64 { return r.last - r.first + 1 }
 
 func (b *batch) len() int64 { return b.last - b.first + 1 }
 
-func (b *batch) at(o int64) *record {
-	if b.offs == nil {
-		return &b.rec
-	}
-	return &b.offs[o-b.first]
+// runIndex returns the index of the run holding o (b.runs != nil, o in the batch).
+func (b *batch) runIndex(o int64) int {
+	return sort.Search(len(b.runs), func(i int) bool { return b.runs[i].last >= o })
 }
 
-func (b *batch) split() {
-	if b.offs != nil {
-		return
+// at returns the record of offset o (read-only use).
+func (b *batch) at(o int64) *record {
+	if b.runs == nil {
+		return &b.rec
 	}
-	b.offs = make([]record, b.len())
-	for i := range b.offs {
-		b.offs[i] = b.rec
+	return &b.runs[b.runIndex(o)].rec
+}
+
+// overlapping returns the runs overlapping [lo, hi], for reading: the first and
+// the last may reach outside it. nil when the batch has batch-level state.
+func (b *batch) overlapping(lo, hi int64) []run {
+	if b.runs == nil {
+		return nil
 	}
+	i := b.runIndex(max(lo, b.first))
+	j := sort.Search(len(b.runs), func(j int) bool { return b.runs[j].first > hi })
+	return b.runs[i:j]
+}
+
+// carve switches b to per-offset state and splits its runs so that [lo, hi]
+// (inside the batch) is covered by whole runs, which it returns for the caller
+// to change. At most two runs are added. The caller must not carve again while
+// it holds the result.
+func (sp *SharePartition) carve(b *batch, lo, hi int64) []run {
+	if b.runs == nil {
+		b.runs = []run{{first: b.first, last: b.last, rec: b.rec}}
+	}
+	sp.touch(b)
+	i := b.cut(lo)
+	j := b.cut(hi + 1)
+	return b.runs[i:j]
+}
+
+// cut makes o (in [first, last+1]) the first offset of a run and returns that
+// run's index (len(runs) for last+1).
+func (b *batch) cut(o int64) int {
+	i := b.runIndex(o)
+	if i == len(b.runs) || b.runs[i].first == o {
+		return i
+	}
+	right := b.runs[i]
+	right.first = o
+	b.runs[i].last = o - 1
+	b.runs = slices.Insert(b.runs, i+1, right)
+	return i + 1
+}
+
+// coalesce merges adjacent runs holding equal records, and the runs wholly
+// below the SPSO (all terminal, never read again) into one.
+func (b *batch) coalesce(spso int64) {
+	out := b.runs[:0]
+	for _, r := range b.runs {
+		if n := len(out); n > 0 && (out[n-1].rec == r.rec || r.last < spso) {
+			out[n-1].last = r.last
+			out[n-1].rec = r.rec
+			continue
+		}
+		out = append(out, r)
+	}
+	clear(b.runs[len(out):]) // drop member strings
+	b.runs = out
+}
+
+// touch notes that b's runs changed, so the step's end coalesces them.
+func (sp *SharePartition) touch(b *batch) {
+	if n := len(sp.carved); n == 0 || sp.carved[n-1] != b {
+		sp.carved = append(sp.carved, b)
+	}
+}
+
+// coalesceCarved coalesces the batches carved since the last call: every step
+// ends with it, so a batch holds no more runs than distinct states.
+func (sp *SharePartition) coalesceCarved() {
+	for i, b := range sp.carved {
+		b.coalesce(sp.spso)
+		sp.carved[i] = nil
+	}
+	sp.carved = sp.carved[:0]
 }
 
 // Counters are cumulative record counts for metrics (issue 4 and 5). They are
@@ -95,6 +177,7 @@ type SharePartition struct {
 	spso       int64 // share-partition start offset: every cached offset below it is terminal
 	nextOffset int64 // one past the highest offset ever cached; == spso when the cache is empty
 	batches    []*batch
+	carved     []*batch // batches carved by the current step, coalesced when it ends
 
 	// Acquirable gaps after Restore: offsets in [gapStart, gapEnd] not covered by a
 	// batch were acquired before the restart but never persisted, so they must be
@@ -103,6 +186,7 @@ type SharePartition struct {
 
 	mayHaveAvailable bool // false once NextFetchOffset found no AVAILABLE record; set again by any release
 	locks            lockHeap
+	liveLocks        int   // heap entries the last rebuildLocks kept
 	txPending        int64 // records currently TX_PENDING
 	complete         int64 // terminal records at or above the SPSO (KIP-1226 DeliveryCompleteCount)
 	counters         Counters
@@ -225,7 +309,7 @@ func (sp *SharePartition) advance() {
 			continue
 		}
 		b := sp.batches[i]
-		if b.offs == nil {
+		if b.runs == nil {
 			if !b.rec.state.Terminal() {
 				break
 			}
@@ -233,14 +317,21 @@ func (sp *SharePartition) advance() {
 			sp.spso = b.last + 1
 			continue
 		}
-		k0 := sp.spso - b.first
-		k := k0
-		for k < int64(len(b.offs)) && b.offs[k].state.Terminal() {
+		rs := b.overlapping(sp.spso, b.last)
+		k := 0
+		for k < len(rs) && rs[k].rec.state.Terminal() {
 			k++
 		}
-		sp.complete -= k - k0
-		sp.spso = b.first + k
-		if k < int64(len(b.offs)) {
+		to := b.last + 1
+		if k < len(rs) {
+			to = rs[k].first
+		}
+		sp.complete -= to - sp.spso
+		sp.spso = to
+		if k > 0 {
+			sp.touch(b) // runs now below the SPSO collapse into one
+		}
+		if k < len(rs) {
 			break
 		}
 	}
@@ -254,6 +345,7 @@ func (sp *SharePartition) advance() {
 	if sp.gapActive() && sp.gapStart < sp.spso {
 		sp.gapStart = sp.spso
 	}
+	sp.coalesceCarved()
 }
 
 // deliveryCompleteCount is the number of terminal records at or above the
@@ -268,15 +360,15 @@ func (sp *SharePartition) DeliveryCompleteCount() int64 { return sp.complete }
 func (sp *SharePartition) countComplete() int64 {
 	var n int64
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			if b.rec.state.Terminal() && b.last >= sp.spso {
 				n += b.last - max(b.first, sp.spso) + 1
 			}
 			continue
 		}
-		for i := max(sp.spso-b.first, 0); i < int64(len(b.offs)); i++ {
-			if b.offs[i].state.Terminal() {
-				n++
+		for _, r := range b.overlapping(sp.spso, b.last) {
+			if r.rec.state.Terminal() {
+				n += r.last - max(r.first, sp.spso) + 1
 			}
 		}
 	}
@@ -385,13 +477,12 @@ type Snapshot struct {
 func (sp *SharePartition) Snapshot() Snapshot {
 	var c changes
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			c.add(max(b.first, sp.spso), b.last, &b.rec)
 			continue
 		}
-		for i := max(sp.spso-b.first, 0); i < int64(len(b.offs)); i++ {
-			o := b.first + i
-			c.add(o, o, &b.offs[i])
+		for _, r := range b.overlapping(sp.spso, b.last) {
+			c.add(max(r.first, sp.spso), r.last, &r.rec)
 		}
 	}
 	return Snapshot{StartOffset: sp.spso, StateEpoch: sp.stateEpoch, DeliveryCompleteCount: sp.deliveryCompleteCount(), Batches: c.batches}
@@ -414,7 +505,7 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 	}
 	prev := snap.StartOffset - 1
 	for _, sb := range snap.Batches {
-		if sb.FirstOffset > sb.LastOffset || sb.FirstOffset < snap.StartOffset {
+		if sb.FirstOffset > sb.LastOffset || sb.FirstOffset < snap.StartOffset || sb.LastOffset == math.MaxInt64 {
 			return nil, fmt.Errorf("persisted batch %d-%d is invalid for start offset %d", sb.FirstOffset, sb.LastOffset, snap.StartOffset)
 		}
 		if sb.FirstOffset <= prev {
@@ -511,12 +602,12 @@ func (sp *SharePartition) Describe() Description {
 		d.Records = append(d.Records, rr)
 	}
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			add(max(b.first, sp.spso), b.last, &b.rec)
 			continue
 		}
-		for i := max(sp.spso-b.first, 0); i < int64(len(b.offs)); i++ {
-			add(b.first+i, b.first+i, &b.offs[i])
+		for _, r := range b.overlapping(sp.spso, b.last) {
+			add(max(r.first, sp.spso), r.last, &r.rec)
 		}
 	}
 	return d

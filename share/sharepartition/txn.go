@@ -53,16 +53,7 @@ func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producer
 		sp.counters.TxnStaged += n
 		c.add(first, first+n-1, r)
 	}
-	for _, s := range segs {
-		if s.whole {
-			stage(&s.b.rec, s.b.first, s.b.len(), s.ab.Types[0])
-			continue
-		}
-		s.b.split()
-		for o := s.lo; o <= s.hi; o++ {
-			stage(s.b.at(o), o, 1, s.ab.typeAt(o))
-		}
-	}
+	sp.eachAcked(segs, func(_ *batch, r *record, first, n int64, t AckType) { stage(r, first, n, t) })
 	return sp.update(&c), nil
 }
 
@@ -101,19 +92,20 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 			if lo > hi {
 				continue
 			}
-			if b.offs == nil && lo == b.first && hi == b.last {
+			if b.runs == nil && lo == b.first && hi == b.last {
 				revert(b, &b.rec, b.len())
 				continue
 			}
-			if b.offs == nil && b.rec.state != TxPending {
+			if b.runs == nil && b.rec.state != TxPending {
 				continue
 			}
-			b.split()
-			for o := lo; o <= hi; o++ {
-				revert(b, b.at(o), 1)
+			rs := sp.carve(b, lo, hi)
+			for i := range rs {
+				revert(b, &rs[i].rec, rs[i].len())
 			}
 		}
 	}
+	sp.coalesceCarved()
 	return reverted
 }
 
@@ -173,12 +165,13 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 		c.add(first, first+n-1, r)
 	}
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			resolve(&b.rec, b.first, b.len())
 			continue
 		}
-		for i := range b.offs {
-			resolve(&b.offs[i], b.first+int64(i), 1)
+		sp.touch(b)
+		for i := range b.runs {
+			resolve(&b.runs[i].rec, b.runs[i].first, b.runs[i].len())
 		}
 	}
 	return sp.update(&c), resolved
@@ -199,12 +192,12 @@ func (sp *SharePartition) TxnProducers() []int64 {
 		}
 	}
 	for _, b := range sp.batches {
-		if b.offs == nil {
+		if b.runs == nil {
 			note(&b.rec)
 			continue
 		}
-		for i := range b.offs {
-			note(&b.offs[i])
+		for i := range b.runs {
+			note(&b.runs[i].rec)
 		}
 	}
 	return out
@@ -226,15 +219,13 @@ func (sp *SharePartition) AdvanceLogStart(logStartOffset int64) {
 			break
 		}
 		hi := min(b.last, logStartOffset-1)
-		if b.offs == nil && hi < b.last && !b.rec.state.Terminal() {
-			b.split()
-		}
-		if b.offs == nil {
+		if b.runs == nil && (hi == b.last || b.rec.state.Terminal()) {
 			sp.archiveBelow(&b.rec, b.len())
 			continue
 		}
-		for o := max(b.first, sp.spso); o <= hi; o++ {
-			sp.archiveBelow(b.at(o), 1)
+		rs := sp.carve(b, max(b.first, sp.spso), hi)
+		for i := range rs {
+			sp.archiveBelow(&rs[i].rec, rs[i].len())
 		}
 	}
 	sp.spso = logStartOffset
