@@ -80,6 +80,9 @@ type Broker struct {
 	coord coordinators
 	// features holds the finalized feature levels (features.go).
 	features *featureSet
+	// producerState configures every partition's producer state; its Budget is shared by
+	// all of them (producers.go).
+	producerState producerstate.Config
 	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
 	// __consumer_offsets partition, deciding its pending transactional offset commits.
 	onOffsetsMarker atomic.Pointer[func(partition int32, pid int64, commit bool)]
@@ -134,6 +137,7 @@ func Open(cfg Config) (*Broker, error) {
 			byID:    map[[16]byte]*topic{},
 		},
 	}
+	b.producerState = b.producerStateConfig()
 	b.sessions = newFetchSessions(b)
 	b.metrics = newMetrics(b)
 	if err := b.load(); err != nil {
@@ -319,7 +323,7 @@ func (p *partition) rebuildProducerState() error {
 	from := p.log.StartOffset()
 	var snap partitionSnapshot
 	if err := readJSON(filepath.Join(p.log.Dir(), producerSnapshotFile), &snap); err == nil {
-		st, err := producerstate.Restore(snap.Producers, producerstate.Config{ExpirationMs: producerstate.DefaultExpirationMs})
+		st, err := producerstate.Restore(snap.Producers, p.producers.Config())
 		if err == nil && st.EndOffset() <= p.log.EndOffset() {
 			p.producers = st
 			p.aborted = snap.Aborted

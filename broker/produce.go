@@ -161,6 +161,9 @@ func (b *Broker) produceToPartition(ctx context.Context, transactionalID *string
 			return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)
 		}
 	}
+	if code, msg := b.checkProducerIssued(h.ProducerID); code != 0 {
+		return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)
+	}
 	now := b.now().UnixMilli()
 	if code, msg := settings.checkTimestamps(h, now); code != 0 {
 		return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)

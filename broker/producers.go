@@ -1,12 +1,54 @@
 package broker
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/batch"
 	"github.com/exactq/exactq/producerstate"
 )
+
+// Producer-state bounds (exactq's; Kafka 4.4 has only producer.id.expiration.ms).
+const (
+	maxProducersPerPartitionConfig = "producer.id.max.entries.per.partition"
+	maxProducersConfig             = "producer.id.max.entries"
+)
+
+// producerStateConfig is every partition's producer-state configuration, with one budget
+// for the whole broker.
+func (b *Broker) producerStateConfig() producerstate.Config {
+	return producerstate.Config{
+		ExpirationMs: int64(b.brokerInt32("producer.id.expiration.ms", producerstate.DefaultExpirationMs)),
+		MaxProducers: int(b.brokerInt32(maxProducersPerPartitionConfig, 10000)),
+		Budget:       producerstate.NewBudget(int64(b.brokerInt32(maxProducersConfig, 1000000))),
+	}
+}
+
+// checkProducerIssued refuses a batch whose producer id this broker never handed out:
+// every id below the allocator's next one may have been issued (before a restart too,
+// since a restart resumes above the durable reservation), none at or above it was. Kafka
+// 4.4 accepts any producer id in Produce and keeps state for each for
+// producer.id.expiration.ms, so a client inventing ids grows the broker by an entry per
+// id; exactq refuses them, with INVALID_PRODUCER_ID_MAPPING, the error Kafka gives for a
+// producer id that is not assigned (UNKNOWN_PRODUCER_ID would make a Java idempotent
+// producer bump its epoch locally and retry the same id until its delivery timeout; this
+// one is fatal to it, and kgo re-initializes its producer id). Transactional batches were
+// already checked against their transaction.
+func (b *Broker) checkProducerIssued(pid int64) (int16, string) {
+	if pid < 0 || b.pids.issued(pid) {
+		return 0, ""
+	}
+	return kerr.InvalidProducerIDMapping.Code, fmt.Sprintf("Producer id %d was never issued by this broker (InitProducerId)", pid)
+}
+
+// issued reports whether id may have been handed out: it is below the next id.
+func (p *producerIDs) issued(id int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return id < p.next
+}
 
 // checkProducer applies the idempotence rules to a batch before it is appended. A retry of
 // one of the producer's last five batches returns the original offsets, so the client

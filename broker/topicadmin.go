@@ -298,6 +298,9 @@ func (b *Broker) deleteTopic(t *topic) error {
 	parts, _ := t.snapshot()
 	for _, p := range parts {
 		close(p.done)
+		p.mu.Lock()
+		p.producers.Release()
+		p.mu.Unlock()
 		if err := p.log.Delete(); err != nil {
 			b.logger.Error("deleting partition log", "topic", t.name, "partition", p.index, "err", err)
 		}

@@ -180,7 +180,7 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 		topic:     t,
 		index:     index,
 		log:       l,
-		producers: producerstate.New(),
+		producers: producerstate.NewWithConfig(b.producerState),
 		syncKick:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}

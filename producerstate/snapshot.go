@@ -75,7 +75,10 @@ func Restore(b []byte, cfg Config) (*State, error) {
 	if v := binary.BigEndian.Uint16(body[4:]); v != snapshotVersion {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorruptSnapshot, v)
 	}
-	s := NewWithConfig(cfg)
+	// Decoded outside the budget, which takes the entries only once they all decoded.
+	unbudgeted := cfg
+	unbudgeted.Budget = nil
+	s := NewWithConfig(unbudgeted)
 	s.endOffset = int64(binary.BigEndian.Uint64(body[6:]))
 	count := binary.BigEndian.Uint32(body[14:])
 	p := body[snapshotHeader:]
@@ -92,7 +95,7 @@ func Restore(b []byte, cfg Config) (*State, error) {
 			return nil, fmt.Errorf("%w: producer id %d after %d", ErrCorruptSnapshot, pid, prev)
 		}
 		prev = pid
-		e := s.entry(pid)
+		e := s.insert(pid)
 		e.Epoch = int16(binary.BigEndian.Uint16(p[8:]))
 		e.CoordinatorEpoch = int32(binary.BigEndian.Uint32(p[10:]))
 		e.LastTimestampMs = int64(binary.BigEndian.Uint64(p[14:]))
@@ -102,6 +105,7 @@ func Restore(b []byte, cfg Config) (*State, error) {
 		if nb > NumBatchesToRetain || len(p) < nb*batchMetaSize || e.CurrentTxnFirstOffset < NoOffset {
 			return nil, fmt.Errorf("%w: producer %d", ErrCorruptSnapshot, pid)
 		}
+		e.Batches = make([]BatchMeta, 0, max(nb, 1))
 		for j := 0; j < nb; j++ {
 			e.Batches = append(e.Batches, BatchMeta{
 				FirstSeq:    int32(binary.BigEndian.Uint32(p)),
@@ -119,5 +123,8 @@ func Restore(b []byte, cfg Config) (*State, error) {
 	if len(p) != 0 {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrCorruptSnapshot, len(p))
 	}
+	s.orderByLastTimestamp()
+	s.cfg.Budget = cfg.Budget
+	s.cfg.Budget.add(int64(len(s.producers)))
 	return s, nil
 }

@@ -84,6 +84,12 @@ type Config struct {
 	// ExpirationMs is producer.id.expiration.ms: a producer without an open transaction
 	// whose last timestamp is at least this old is forgotten by Expire.
 	ExpirationMs int64
+	// MaxProducers caps this partition's producer entries (<= 0: no cap). A new producer
+	// beyond it evicts the least recently active producer without an open transaction.
+	MaxProducers int
+	// Budget, when set, caps the entries of every State sharing it (a broker's partitions):
+	// a new producer while it is full evicts as MaxProducers does, in its own partition.
+	Budget *Budget
 }
 
 // BatchMeta describes one appended data batch of a producer.
@@ -105,6 +111,10 @@ type Entry struct {
 	// Batches are the last (at most NumBatchesToRetain) batches of the current epoch,
 	// oldest first.
 	Batches []BatchMeta
+
+	// older and newer link the State's entries by last activity (bound.go); copies
+	// handed out have them nil.
+	older, newer *Entry
 }
 
 func (e *Entry) lastSeq() int32 {
@@ -123,10 +133,18 @@ func (e *Entry) setEpoch(epoch int16) {
 	}
 }
 
+// addBatch retains m. A producer's first batch gets room for one: most entries of a flood
+// of fresh producer ids never see a second batch, and one slot is 32 bytes against 160 for
+// five. The second batch makes room for all NumBatchesToRetain at once.
 func (e *Entry) addBatch(m BatchMeta) {
-	if len(e.Batches) == NumBatchesToRetain {
+	switch n := len(e.Batches); {
+	case n == NumBatchesToRetain:
 		copy(e.Batches, e.Batches[1:])
 		e.Batches = e.Batches[:NumBatchesToRetain-1]
+	case n == cap(e.Batches) && n > 0:
+		e.Batches = append(make([]BatchMeta, 0, NumBatchesToRetain), e.Batches...)
+	case cap(e.Batches) == 0:
+		e.Batches = make([]BatchMeta, 0, 1)
 	}
 	e.Batches = append(e.Batches, m)
 }
@@ -162,6 +180,9 @@ type State struct {
 	// endOffset is one past the last offset applied (Update, CompleteTxn, Replay): a
 	// snapshot is valid up to it, and replay resumes from it.
 	endOffset int64
+	// oldest and newest end the list of entries by last activity (bound.go).
+	oldest, newest *Entry
+	evictions      int64
 }
 
 // New returns an empty State with producer.id.expiration.ms at its default.
@@ -279,6 +300,7 @@ func (s *State) Update(b Batch) {
 	e.addBatch(BatchMeta{FirstSeq: b.BaseSeq, LastSeq: b.LastSeq, FirstOffset: b.FirstOffset,
 		LastOffset: b.LastOffset, TimestampMs: b.TimestampMs})
 	e.LastTimestampMs = b.TimestampMs
+	s.touch(e)
 	if b.Transactional && e.CurrentTxnFirstOffset == NoOffset {
 		e.CurrentTxnFirstOffset = b.FirstOffset
 		s.addOngoing(OpenTxn{ProducerID: b.ProducerID, FirstOffset: b.FirstOffset})
@@ -286,12 +308,12 @@ func (s *State) Update(b Batch) {
 	s.advance(b.LastOffset)
 }
 
+// entry returns producer pid's entry, making one (and room for it) if there is none.
 func (s *State) entry(pid int64) *Entry {
 	e := s.producers[pid]
 	if e == nil {
-		e = &Entry{ProducerID: pid, Epoch: NoEpoch, CoordinatorEpoch: -1, LastTimestampMs: -1,
-			CurrentTxnFirstOffset: NoOffset, Batches: make([]BatchMeta, 0, NumBatchesToRetain)}
-		s.producers[pid] = e
+		s.makeRoom()
+		e = s.insert(pid)
 	}
 	return e
 }
@@ -361,6 +383,7 @@ func (s *State) CompleteTxn(pid int64, epoch int16, commit bool, coordinatorEpoc
 	e.CoordinatorEpoch = coordinatorEpoch
 	e.CurrentTxnFirstOffset = NoOffset
 	e.LastTimestampMs = timestampMs
+	s.touch(e)
 	s.advance(markerOffset)
 	return done, ok
 }
@@ -406,9 +429,9 @@ func (s *State) Replay(h kmsg.RecordBatch) (CompletedTxn, bool, error) {
 // were removed.
 func (s *State) Expire(nowMs int64) int {
 	n := 0
-	for pid, e := range s.producers {
+	for _, e := range s.producers {
 		if e.CurrentTxnFirstOffset == NoOffset && nowMs-e.LastTimestampMs >= s.cfg.ExpirationMs {
-			delete(s.producers, pid)
+			s.remove(e)
 			n++
 		}
 	}
@@ -441,9 +464,15 @@ func (s *State) Producer(pid int64) (Entry, bool) {
 	if e == nil {
 		return Entry{}, false
 	}
+	return e.clone(), true
+}
+
+// clone is a copy of e for callers outside the State.
+func (e *Entry) clone() Entry {
 	c := *e
 	c.Batches = slices.Clone(e.Batches)
-	return c, true
+	c.older, c.newer = nil, nil
+	return c
 }
 
 // NumProducers returns how many producers are tracked.
@@ -458,9 +487,7 @@ func (s *State) EndOffset() int64 { return s.endOffset }
 func (s *State) Producers() []Entry {
 	out := make([]Entry, 0, len(s.producers))
 	for _, e := range s.producers {
-		c := *e
-		c.Batches = slices.Clone(e.Batches)
-		out = append(out, c)
+		out = append(out, e.clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	return out
