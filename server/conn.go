@@ -57,6 +57,9 @@ type conn struct {
 
 	killOnce sync.Once
 
+	// What this connection holds of the server's request budget; guarded by the pools.
+	frameShare, decodedShare poolShare
+
 	mu      sync.Mutex // guards stopped and read-deadline changes
 	stopped bool       // Shutdown asked the reader to stop
 
@@ -71,6 +74,7 @@ type pending struct {
 	version       int16 // response version to encode at
 	correlationID int32
 	reply         Reply
+	charge        requestCharge // released once the reply is written or dropped
 }
 
 func newConn(s *Server, nc net.Conn, ip netip.Addr, listener string) *conn {
@@ -149,13 +153,20 @@ func (c *conn) readLoop() {
 			c.log.Debug("connection ending, stop reading")
 			return
 		}
-		frame, err := c.readFrame(br)
+		frame, charge, err := c.readFrame(br)
 		if err != nil {
 			c.logReadEnd(err)
 			return
 		}
-		d, err := decodeRequest(frame, c.s.apis)
+		d, err := decodeRequest(frame, c.s.apis, func(decodedBytes int64) error {
+			return c.chargeDecoded(&charge, decodedBytes)
+		})
 		if err != nil {
+			c.release(charge)
+			if c.ctx.Err() != nil {
+				c.log.Debug("connection ending while waiting for request memory")
+				return
+			}
 			// Kafka closes the connection on every decode failure, unknown key and
 			// unsupported version (Processor.parseRequestHeader → processChannelException).
 			c.log.Warn("closing connection: bad request", "err", err)
@@ -169,22 +180,47 @@ func (c *conn) readLoop() {
 		} else {
 			reply, ok := c.handle(&d)
 			if !ok {
+				c.release(charge)
 				return
 			}
 			p.reply = reply
 			if reply.BodyDone {
 				putFrame(frame) // nothing references the request's bytes any more
+				c.release(charge)
+				charge = requestCharge{}
 			}
 		}
 		if p.reply.Resp == nil && p.reply.Wait == nil && !p.reply.Close {
+			c.release(charge)
 			continue // no response (acks=0)
 		}
+		p.charge = charge
 		c.inflight.Add(1)
 		c.replies <- p
 		if p.reply.Close {
 			return
 		}
 	}
+}
+
+// chargeDecoded charges what decoding the request will allocate, waiting for it to fit;
+// a cost no connection may ever hold is refused.
+func (c *conn) chargeDecoded(charge *requestCharge, decodedBytes int64) error {
+	pool := c.s.budget.decoded
+	if !pool.canEverFit(decodedBytes) {
+		return fmt.Errorf("%w: decoding would allocate %d bytes", ErrRequestMemory, decodedBytes)
+	}
+	if err := pool.acquire(c.ctx, &c.decodedShare, decodedBytes); err != nil {
+		return err
+	}
+	charge.decodedBytes = decodedBytes
+	return nil
+}
+
+// release gives a request's charge back to the budget.
+func (c *conn) release(charge requestCharge) {
+	c.s.budget.frames.release(&c.frameShare, charge.frameBytes)
+	c.s.budget.decoded.release(&c.decodedShare, charge.decodedBytes)
 }
 
 // handle calls the handler, turning a panic into a logged connection close.
@@ -207,13 +243,15 @@ func (c *conn) handle(d *decoded) (reply Reply, ok bool) {
 	return c.s.h.Handle(c.ctx, req), true
 }
 
-// readFrame reads one size-prefixed frame and returns it without the prefix. It waits past
-// the idle timeout while requests are in flight (a long poll is not idleness).
-func (c *conn) readFrame(br *bufio.Reader) ([]byte, error) {
+// readFrame reads one size-prefixed frame and returns it without the prefix, charged to the
+// request budget (before its buffer is allocated). It waits past the idle timeout while
+// requests are in flight (a long poll is not idleness).
+func (c *conn) readFrame(br *bufio.Reader) ([]byte, requestCharge, error) {
+	var none requestCharge
 	var hdr []byte
 	for {
 		if !c.armReadDeadline() {
-			return nil, errStopped
+			return nil, none, errStopped
 		}
 		var err error
 		hdr, err = br.Peek(4)
@@ -224,26 +262,60 @@ func (c *conn) readFrame(br *bufio.Reader) ([]byte, error) {
 			continue // bufio keeps any partial size bytes; Peek again
 		}
 		if isTimeout(err) && !c.isStopped() {
-			return nil, errIdle
+			return nil, none, errIdle
 		}
-		return nil, err
+		return nil, none, err
 	}
 	size := int32(binary.BigEndian.Uint32(hdr))
 	_, _ = br.Discard(4)
 	if size < 0 || size > c.s.cfg.MaxRequestBytes {
-		return nil, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, c.s.cfg.MaxRequestBytes)
+		return nil, none, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, c.s.cfg.MaxRequestBytes)
 	}
-	if !c.armReadDeadline() {
-		return nil, errStopped
+	charge, err := c.chargeFrame(br, int(size))
+	if err != nil {
+		return nil, none, err
 	}
-	if buf := getFrame(int(size)); buf != nil {
-		if _, err := io.ReadFull(br, buf); err != nil {
+	if !c.armReadDeadline() { // again: waiting for the budget may have taken a while
+		c.release(charge)
+		return nil, none, errStopped
+	}
+	var buf []byte
+	if buf = getFrame(int(size)); buf != nil {
+		if _, err = io.ReadFull(br, buf); err != nil {
 			putFrame(buf)
-			return nil, err
 		}
-		return buf, nil
+	} else {
+		buf, err = readFull(br, int(size))
 	}
-	return readFull(br, int(size))
+	if err != nil {
+		c.release(charge)
+		return nil, none, err
+	}
+	return buf, charge, nil
+}
+
+// chargeFrame charges the buffer of a frame of n bytes to the budget, waiting until it
+// fits (the socket is not read meanwhile, so TCP pushes back on the client). A small frame
+// is charged only once it has wholly arrived in the read buffer, so a client announcing
+// small frames and sending nothing holds no budget.
+func (c *conn) chargeFrame(br *bufio.Reader, n int) (requestCharge, error) {
+	pool := c.s.budget.frames
+	chargeBytes := int64(frameClassCap(n))
+	if !pool.canEverFit(chargeBytes) {
+		return requestCharge{}, fmt.Errorf("%w: %d-byte frame", ErrRequestMemory, n)
+	}
+	if chargeBytes <= smallChargeBytes {
+		if !c.armReadDeadline() {
+			return requestCharge{}, errStopped
+		}
+		if _, err := br.Peek(n); err != nil {
+			return requestCharge{}, err
+		}
+	}
+	if err := pool.acquire(c.ctx, &c.frameShare, chargeBytes); err != nil {
+		return requestCharge{}, err
+	}
+	return requestCharge{frameBytes: chargeBytes}, nil
 }
 
 var (
@@ -321,6 +393,7 @@ func (c *conn) writeLoop() {
 		} else {
 			c.discardReply(p)
 		}
+		c.release(p.charge)
 		c.inflight.Add(-1)
 	}
 	if ok {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/decodecost"
 )
 
 // Errors returned by request decoding. In every case Apache Kafka closes the connection
@@ -106,7 +108,13 @@ func (e *headerError) Unwrap() error { return e.err }
 //
 // The body may alias frame (kmsg keeps byte fields such as Produce records as sub-slices),
 // so the caller must not reuse frame after a successful decode.
-func decodeRequest(frame []byte, apis *apiTable) (d decoded, err error) {
+//
+// Before kmsg decodes the body, decodecost checks it (without allocating): a body whose
+// counts claim more than it holds is malformed, and admit, when non-nil, is called with the
+// bound of what decoding allocates; an error from admit is returned (wrapped) instead of
+// decoding. Handler-defined request types (APIRange.NewRequest) are not checked: their own
+// decoders bound what they allocate.
+func decodeRequest(frame []byte, apis *apiTable, admit func(decodedBytes int64) error) (d decoded, err error) {
 	// kmsg does not panic on short input by design; recover anyway, because "never panics
 	// on input" is a broker-wide guarantee and a generated decoder bug must not take the
 	// process down.
@@ -182,6 +190,17 @@ func decodeRequest(frame []byte, apis *apiTable) (d decoded, err error) {
 			return d, nil
 		}
 		return fail(ErrUnsupportedVersion, fmt.Sprintf("served range is %d-%d", r.MinVersion, r.MaxVersion))
+	}
+	if r.NewRequest == nil {
+		decodedBytes, err := decodecost.Check(d.key, d.version, rest)
+		if err != nil {
+			return fail(ErrMalformedRequest, "body: "+err.Error())
+		}
+		if admit != nil {
+			if err := admit(decodedBytes); err != nil {
+				return fail(err, "not decoded")
+			}
+		}
 	}
 	if err := body.ReadFrom(rest); err != nil {
 		return fail(ErrMalformedRequest, "body: "+err.Error())

@@ -53,7 +53,7 @@ func seedFrames() [][]byte {
 func TestDecodeRequestSeeds(t *testing.T) {
 	table := kafka44Table()
 	for i, frame := range seedFrames() {
-		d, err := decodeRequest(frame, table)
+		d, err := decodeRequest(frame, table, nil)
 		if err != nil {
 			t.Fatalf("seed %d: %v", i, err)
 		}
@@ -84,12 +84,12 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{"truncated body", frameBody(kmsg.NewPtrProduceRequest(), 9, 1)[:14], ErrMalformedRequest},
 		{"truncated correlation id", hdr(3, 0)[:6], ErrMalformedRequest},
 	} {
-		_, err := decodeRequest(tc.frame, table)
+		_, err := decodeRequest(tc.frame, table, nil)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	d, err := decodeRequest(frameBody(kmsg.NewPtrMetadataRequest(), 12, 99), table)
+	d, err := decodeRequest(frameBody(kmsg.NewPtrMetadataRequest(), 12, 99), table, nil)
 	if err != nil || d.clientID != "fuzz" || d.correlationID != 99 || d.version != 12 {
 		t.Fatalf("metadata v12: %+v %v", d, err)
 	}
@@ -104,7 +104,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	table := kafka44Table()
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		d, err := decodeRequest(frame, table)
+		d, err := decodeRequest(frame, table, nil)
 		if err != nil {
 			if he := (*headerError)(nil); errors.As(err, &he) && he.panicked {
 				t.Fatalf("kmsg panicked: %v", err)
@@ -157,5 +157,23 @@ func TestNewAPITable(t *testing.T) {
 	table, _ = newAPITable(nil)
 	if got := table.ranges[18]; got.MaxVersion != maxApiVersionsVersion {
 		t.Fatalf("default api versions range %+v", got)
+	}
+}
+
+// TestDecodeCostKnowsEveryServedVersion: decodecost walks every key and version the broker
+// serves, so no served request is refused as malformed for want of a walker.
+func TestDecodeCostKnowsEveryServedVersion(t *testing.T) {
+	table := kafka44Table()
+	for key, r := range table.ranges {
+		for v := r.MinVersion; v <= r.MaxVersion; v++ {
+			req := kmsg.RequestForKey(key)
+			if req == nil {
+				continue
+			}
+			var cost int64 = -1
+			if _, err := decodeRequest(frameBody(req, v, 1), table, func(n int64) error { cost = n; return nil }); err != nil || cost < 0 {
+				t.Errorf("key %d v%d: %v (cost %d)", key, v, err, cost)
+			}
+		}
 	}
 }

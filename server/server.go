@@ -47,6 +47,11 @@ type Config struct {
 	// request in flight, or whose client did not take its responses for this long
 	// (connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// QueuedMaxRequestBytes bounds the memory of requests being read, decoded or queued
+	// across all connections (queued.max.request.bytes; see budget.go). Zero takes
+	// DefaultQueuedMaxRequestBytes; a value below MinQueuedMaxRequestBytes(MaxRequestBytes)
+	// is raised to it; negative is unbounded (Kafka's -1; still counted).
+	QueuedMaxRequestBytes int64
 	// MaxInFlightPerConn bounds the replies queued between a connection's reader and its
 	// writer. When the queue is full the reader stops reading (TCP back-pressure).
 	MaxInFlightPerConn int
@@ -63,6 +68,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConnections <= 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.QueuedMaxRequestBytes == 0 {
+		c.QueuedMaxRequestBytes = DefaultQueuedMaxRequestBytes
+	}
+	if c.QueuedMaxRequestBytes > 0 {
+		c.QueuedMaxRequestBytes = max(c.QueuedMaxRequestBytes, MinQueuedMaxRequestBytes(c.MaxRequestBytes))
 	}
 	if c.MaxConnectionsPerIP == 0 {
 		c.MaxConnectionsPerIP = perIPLimit(c.MaxConnections)
@@ -83,6 +94,7 @@ type Server struct {
 	log     *slog.Logger
 	apis    *apiTable
 	apiKeys []kmsg.ApiVersionsResponseApiKey // advertised by ApiVersions, read-only
+	budget  *requestBudget
 
 	// baseCtx is the parent of every connection context; cancel ends it at Shutdown/Close.
 	baseCtx context.Context
@@ -113,10 +125,12 @@ func New(cfg Config, h Handler, logger *slog.Logger) *Server {
 		logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg: cfg.withDefaults(),
-		h:   h,
-		log: logger,
+		cfg:    cfg,
+		h:      h,
+		log:    logger,
+		budget: newRequestBudget(cfg.QueuedMaxRequestBytes, cfg.MaxRequestBytes),
 
 		baseCtx:   ctx,
 		cancel:    cancel,
@@ -138,6 +152,11 @@ func New(cfg Config, h Handler, logger *slog.Logger) *Server {
 	s.apiKeys = advertisedAPIKeys(s.apis)
 	return s
 }
+
+// QueuedRequestBytes is the request memory charged now against QueuedMaxRequestBytes:
+// frames being read, decoded or queued, and what decoding them allocates (Kafka's
+// MemoryPoolUsed gauge, with decoding counted too).
+func (s *Server) QueuedRequestBytes() int64 { return s.budget.usedBytes() }
 
 // ListenAndServe listens on the TCP address addr and calls Serve.
 func (s *Server) ListenAndServe(addr string) error {

@@ -16,10 +16,12 @@ import (
 	"github.com/exactq/exactq/broker"
 )
 
-// metricsHandler serves the broker's collector plus the Go runtime and process metrics.
-func metricsHandler(b *broker.Broker) http.Handler {
+// metricsHandler serves the broker's collector, extra (the server's gauges), plus the Go
+// runtime and process metrics.
+func metricsHandler(b *broker.Broker, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	// Per-record share state has no Kafka RPC; operators read it here as JSON.
@@ -36,12 +38,12 @@ func metricsHandler(b *broker.Broker) http.Handler {
 }
 
 // serveMetrics listens on addr and serves /metrics until the returned stop is called.
-func serveMetrics(addr string, b *broker.Broker, logger *slog.Logger) (stop func(), err error) {
+func serveMetrics(addr string, b *broker.Broker, logger *slog.Logger, extra ...prometheus.Collector) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: metricsHandler(b), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: metricsHandler(b, extra...), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("metrics server stopped", "err", err)

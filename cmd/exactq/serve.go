@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/exactq/exactq/broker"
 	"github.com/exactq/exactq/server"
 )
@@ -33,7 +35,8 @@ type serveOptions struct {
 	// addresses (Kafka's max.connections.per.ip=0).
 	maxConnectionsPerIP          int
 	maxConnectionsPerIPOverrides string
-	plaintextMaxConnections      int // listener.name.plaintext.max.connections; 0: none
+	plaintextMaxConnections      int   // listener.name.plaintext.max.connections; 0: none
+	queuedMaxRequestBytes        int64 // queued.max.request.bytes; <= 0: unbounded, as in Kafka
 	idleTimeout                  time.Duration
 	autoCreate                   bool
 	logLevel                     string
@@ -44,17 +47,18 @@ type serveOptions struct {
 
 func defaultServeOptions() serveOptions {
 	return serveOptions{
-		listen:              "127.0.0.1:9092",
-		dataDir:             "./exactq-data",
-		nodeID:              1,
-		fsync:               "always",
-		maxRequestBytes:     int(server.DefaultMaxRequestBytes),
-		maxConnections:      server.DefaultMaxConnections,
-		maxConnectionsPerIP: -1,
-		idleTimeout:         server.DefaultIdleTimeout,
-		autoCreate:          true,
-		logLevel:            "info",
-		brokerConfigs:       map[string]string{},
+		listen:                "127.0.0.1:9092",
+		dataDir:               "./exactq-data",
+		nodeID:                1,
+		fsync:                 "always",
+		maxRequestBytes:       int(server.DefaultMaxRequestBytes),
+		maxConnections:        server.DefaultMaxConnections,
+		maxConnectionsPerIP:   -1,
+		queuedMaxRequestBytes: server.DefaultQueuedMaxRequestBytes,
+		idleTimeout:           server.DefaultIdleTimeout,
+		autoCreate:            true,
+		logLevel:              "info",
+		brokerConfigs:         map[string]string{},
 	}
 }
 
@@ -67,6 +71,7 @@ var fileKeys = map[string]string{
 	"max.connections.per.ip":                  "max-connections-per-ip",
 	"max.connections.per.ip.overrides":        "max-connections-per-ip-overrides",
 	"listener.name.plaintext.max.connections": "plaintext-max-connections",
+	"queued.max.request.bytes":                "queued-max-request-bytes",
 	"auto.create.topics.enable":               "auto-create-topics", "log.level": "log-level",
 	"metrics.listen": "metrics-listen",
 }
@@ -86,6 +91,8 @@ func runServe(args []string) error {
 		fmt.Sprintf("most connections from one address (max.connections.per.ip); -1: %d, at most 9/10 of -max-connections; 0: only addresses in -max-connections-per-ip-overrides", server.DefaultMaxConnectionsPerIP))
 	fs.StringVar(&opts.maxConnectionsPerIPOverrides, "max-connections-per-ip-overrides", "", "per-address limits, host:count,... (max.connections.per.ip.overrides)")
 	fs.IntVar(&opts.plaintextMaxConnections, "plaintext-max-connections", 0, "most connections on the PLAINTEXT listener (listener.name.plaintext.max.connections); 0: only -max-connections")
+	fs.Int64Var(&opts.queuedMaxRequestBytes, "queued-max-request-bytes", opts.queuedMaxRequestBytes,
+		"memory for requests being read, decoded or queued, over all connections (queued.max.request.bytes); -1: unbounded")
 	fs.DurationVar(&opts.idleTimeout, "idle-timeout", opts.idleTimeout, "close connections idle this long")
 	fs.BoolVar(&opts.autoCreate, "auto-create-topics", opts.autoCreate, "create unknown topics a client asks for in Metadata")
 	fs.StringVar(&opts.logLevel, "log-level", opts.logLevel, "debug, info, warn or error")
@@ -200,6 +207,9 @@ func serve(opts serveOptions) error {
 		return err
 	}
 	limits, err := connectionLimits(opts)
+	if err == nil {
+		limits.QueuedMaxRequestBytes, err = queuedMaxRequestBytes(opts)
+	}
 	if err != nil {
 		ln.Close()
 		b.Close()
@@ -211,13 +221,14 @@ func serve(opts serveOptions) error {
 		MaxConnectionsPerIP:          limits.MaxConnectionsPerIP,
 		MaxConnectionsPerIPOverrides: limits.MaxConnectionsPerIPOverrides,
 		Listeners:                    limits.Listeners,
+		QueuedMaxRequestBytes:        limits.QueuedMaxRequestBytes,
 		IdleTimeout:                  opts.idleTimeout,
 		ClusterID:                    b.ClusterID(),
 		NodeID:                       int32(opts.nodeID),
 	}, b, logger)
 
 	if opts.metricsListen != "" {
-		stop, err := serveMetrics(opts.metricsListen, b, logger)
+		stop, err := serveMetrics(opts.metricsListen, b, logger, serverMetrics(srv)...)
 		if err != nil {
 			srv.Close()
 			b.Close()
@@ -285,4 +296,28 @@ func connectionLimits(opts serveOptions) (server.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// queuedMaxRequestBytes checks queued.max.request.bytes against socket.request.max.bytes.
+// Kafka requires at least socket.request.max.bytes; exactq needs more, since a largest frame
+// must fit in one connection's share of the frame half of the budget.
+func queuedMaxRequestBytes(opts serveOptions) (int64, error) {
+	if opts.queuedMaxRequestBytes <= 0 {
+		return -1, nil // unbounded, as Kafka's -1
+	}
+	if min := server.MinQueuedMaxRequestBytes(int32(opts.maxRequestBytes)); opts.queuedMaxRequestBytes < min {
+		return 0, fmt.Errorf("queued.max.request.bytes must be at least %d with socket.request.max.bytes %d (or -1: unbounded), not %d",
+			min, opts.maxRequestBytes, opts.queuedMaxRequestBytes)
+	}
+	return opts.queuedMaxRequestBytes, nil
+}
+
+// serverMetrics are the wire layer's gauges.
+func serverMetrics(srv *server.Server) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "exactq_queued_request_bytes",
+			Help: "Request memory charged against queued.max.request.bytes: frames being read, decoded or queued, and what decoding them allocates.",
+		}, func() float64 { return float64(srv.QueuedRequestBytes()) }),
+	}
 }

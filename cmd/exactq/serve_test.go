@@ -2,12 +2,15 @@ package main
 
 import (
 	"flag"
+	"io"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/server"
 )
 
@@ -52,5 +55,38 @@ func TestConnectionLimitKeys(t *testing.T) {
 	}
 	if _, err := parse("listener.name.internal.max.connections=5\n"); err == nil || !strings.Contains(err.Error(), "no such listener") {
 		t.Fatalf("unknown listener: %v", err)
+	}
+}
+
+func TestQueuedMaxRequestBytes(t *testing.T) {
+	opts := defaultServeOptions()
+	if got, err := queuedMaxRequestBytes(opts); err != nil || got != server.DefaultQueuedMaxRequestBytes {
+		t.Fatalf("default: %d %v", got, err)
+	}
+	opts.queuedMaxRequestBytes = -1
+	if got, err := queuedMaxRequestBytes(opts); err != nil || got != -1 {
+		t.Fatalf("unbounded: %d %v", got, err)
+	}
+	opts.queuedMaxRequestBytes = int64(opts.maxRequestBytes) // Kafka's minimum; exactq needs more
+	if _, err := queuedMaxRequestBytes(opts); err == nil {
+		t.Fatal("a budget a largest request cannot pass was accepted")
+	}
+}
+
+// TestQueuedRequestBytesMetric: the budget's gauge is served with the broker's metrics.
+func TestQueuedRequestBytesMetric(t *testing.T) {
+	tb := testbroker.Start(t)
+	srv := server.New(server.Config{}, tb.Broker, nil)
+	defer srv.Close()
+	hs := httptest.NewServer(metricsHandler(tb.Broker, serverMetrics(srv)...))
+	defer hs.Close()
+	resp, err := hs.Client().Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), "exactq_queued_request_bytes 0") {
+		t.Errorf("metrics lack exactq_queued_request_bytes:\n%s", body)
 	}
 }

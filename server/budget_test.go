@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestRequestBudget (queued.max.request.bytes): attackers pipeline large Produce frames,
+// written in small pieces, whose handling does not finish (a Wait that blocks), and one more
+// announces a large frame and stalls. The memory charged for requests never exceeds the
+// budget, the handler never holds more request bytes than the budget, and a small request
+// from another client is still answered at once. Once the attackers' requests finish,
+// every one of them is answered: waiting never deadlocks.
+// With QueuedMaxRequestBytes -1 (unbounded, today's behaviour before the budget) the
+// handler held all 9.6 MB of the attackers' frames.
+func TestRequestBudget(t *testing.T) {
+	const (
+		maxRequestBytes = 1 << 20
+		budgetBytes     = 4 << 20
+		recordBytes     = 300 << 10
+		attackers       = 4
+		framesEach      = 8
+	)
+	release := make(chan struct{})
+	var heldBytes, maxHeldBytes atomic.Int64 // request bytes the handler holds
+	h := newTestHandler()
+	h.ended = nil
+	h.handle = func(ctx context.Context, req *Request) Reply {
+		p, ok := req.Body.(*kmsg.ProduceRequest)
+		if !ok {
+			return Reply{Resp: req.Body.ResponseKind()}
+		}
+		n := int64(len(p.Topics[0].Partitions[0].Records))
+		held := heldBytes.Add(n)
+		for m := maxHeldBytes.Load(); held > m && !maxHeldBytes.CompareAndSwap(m, held); m = maxHeldBytes.Load() {
+		}
+		return Reply{Wait: func() kmsg.Response {
+			<-release
+			heldBytes.Add(-n)
+			return p.ResponseKind()
+		}}
+	}
+	s := startServer(t, Config{MaxRequestBytes: maxRequestBytes, QueuedMaxRequestBytes: budgetBytes}, h)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	// Sample the gauge until the test ends.
+	var maxQueued atomic.Int64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if q := s.QueuedRequestBytes(); q > maxQueued.Load() {
+				maxQueued.Store(q)
+			}
+			select {
+			case <-stopSampling:
+				return
+			default:
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+
+	var writers sync.WaitGroup
+	var conns []*rawClient
+	for i := range attackers {
+		c := dialFrom(t, s, "127.0.0.2")
+		conns = append(conns, c)
+		var frames []byte
+		for j := range framesEach {
+			req := benchProduce(recordBytes)
+			frames = append(frames, c.f.AppendRequest(nil, req, int32(i*100+j))...)
+		}
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for len(frames) > 0 { // slowly: small writes; blocks once the server stops reading
+				n := min(len(frames), 8<<10)
+				if _, err := c.nc.Write(frames[:n]); err != nil {
+					return
+				}
+				frames = frames[n:]
+			}
+		}()
+	}
+	stalled := dialFrom(t, s, "127.0.0.2")
+	stalled.write(append(binary.BigEndian.AppendUint32(nil, 600<<10), 0, 0))
+
+	// Wait until the attackers hold all they can: no further attacker frame fits.
+	bulk := s.budget.frames.bulkLimitBytes
+	waitUntil(t, "the attackers fill the budget", func() bool {
+		return s.budget.frames.used()+512<<10 > bulk
+	})
+
+	victim := dial(t, s)
+	start := time.Now()
+	victim.served(1)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("victim answered after %v", d)
+	}
+
+	if m := maxHeldBytes.Load(); m > budgetBytes {
+		t.Errorf("the handler held %d request bytes, budget %d", m, budgetBytes)
+	}
+
+	close(release)
+	for i, c := range conns {
+		for j := range framesEach {
+			if corr, _, err := c.readFrame(); err != nil || corr != int32(i*100+j) {
+				t.Fatalf("attacker %d response %d: corr %d, %v", i, j, corr, err)
+			}
+		}
+	}
+	writers.Wait()
+	close(stopSampling)
+	<-sampled
+	if m := maxQueued.Load(); m > budgetBytes || m == 0 {
+		t.Errorf("queued request bytes peaked at %d, budget %d", m, budgetBytes)
+	}
+	stalled.nc.Close()
+	waitUntil(t, "every charge is released", func() bool { return s.QueuedRequestBytes() == 0 })
+}
+
+// TestDecodeCostRefused (#17 finding 2): a small frame whose decoding would allocate more
+// than a connection's share of the budget (unknown tagged fields: ~190 bytes each for 2
+// wire bytes) is refused without decoding, and the connection closed; others are served.
+// Failed before the fix: it was decoded (allocating ~3.8 MB) and answered.
+func TestDecodeCostRefused(t *testing.T) {
+	s := startServer(t, Config{MaxRequestBytes: 1 << 20, QueuedMaxRequestBytes: 4 << 20}, newTestHandler())
+	req := metadataReq(12)
+	body := req.AppendTo(nil)
+	body = body[:len(body)-1] // the top-level tag section: replaced by 20,000 unknown tags
+	const tags = 20000
+	body = binary.AppendUvarint(body, tags)
+	for i := range tags {
+		body = binary.AppendUvarint(body, uint64(100+i))
+		body = binary.AppendUvarint(body, 0)
+	}
+	c := dial(t, s)
+	frame := c.f.AppendRequest(nil, req, 1)
+	hdr := frame[4 : len(frame)-len(req.AppendTo(nil))] // size prefix excluded, header kept
+	msg := append(append([]byte(nil), hdr...), body...)
+	c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...))
+	c.expectClosed()
+	dial(t, s).served(2)
+}
+
+func TestMemPool(t *testing.T) {
+	const mib = 1 << 20
+	p := newMemPool(8*mib, 4*mib) // bulk 7 MiB, reserve 1 MiB
+	ctx := context.Background()
+	var a, b, first poolShare
+	fits := func(sh *poolShare, n int64) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.fits(sh, n)
+	}
+	if err := p.acquire(ctx, &a, 4*mib); err != nil {
+		t.Fatal(err)
+	}
+	if fits(&a, mib) || !fits(&b, 3*mib) {
+		t.Fatal("connection share not applied")
+	}
+	if err := p.acquire(ctx, &b, 3*mib); err != nil {
+		t.Fatal(err)
+	}
+	// The bulk is full: only a connection's first small charge may use the reserve.
+	if !fits(&first, smallChargeBytes) || fits(&b, smallChargeBytes) || fits(&first, smallChargeBytes+1) {
+		t.Fatal("reserve not kept for small charges")
+	}
+	// A waiter wakes when bytes are released.
+	done := make(chan error, 1)
+	var c poolShare
+	go func() { done <- p.acquire(ctx, &c, 3*mib) }()
+	p.release(&a, 4*mib)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := p.used(); got != 6*mib {
+		t.Fatalf("used %d", got)
+	}
+	// A wait ends with its context.
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { done <- p.acquire(cctx, &a, 4*mib) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	if p.canEverFit(4*mib+1) || !p.canEverFit(4*mib) {
+		t.Fatal("canEverFit")
+	}
+}
+
+func TestMinQueuedMaxRequestBytes(t *testing.T) {
+	for _, maxReq := range []int32{1 << 20, 100 << 20, 3<<20 + 5} {
+		b := newRequestBudget(MinQueuedMaxRequestBytes(maxReq), maxReq)
+		if frame := int64(frameClassCap(int(maxReq))); !b.frames.canEverFit(frame) {
+			t.Errorf("max request %d: a largest frame never fits", maxReq)
+		}
+	}
+	if got := (Config{}).withDefaults().QueuedMaxRequestBytes; got != DefaultQueuedMaxRequestBytes || got < MinQueuedMaxRequestBytes(DefaultMaxRequestBytes) {
+		t.Errorf("default %d", got)
+	}
+}
