@@ -3,10 +3,9 @@ package decodecost
 import (
 	"errors"
 	"math/rand/v2"
-	"runtime"
-	"runtime/debug"
 	"testing"
 
+	"github.com/exactq/exactq/internal/decodecost/costtest"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -175,24 +174,22 @@ func TestAmplifiersBounded(t *testing.T) {
 	}
 }
 
-// TestHeapBytes checks heapBytes against the runtime for every size up to 40 KiB and some
-// large ones, with and without pointers.
+// TestHeapBytes checks heapBytes against the runtime for allocations with and without
+// pointers, of every size to 1 KiB and around every size class and some large sizes.
 func TestHeapBytes(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	measure := func(alloc func()) int64 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		alloc()
-		runtime.ReadMemStats(&after)
-		return int64(after.TotalAlloc - before.TotalAlloc)
+		n, _ := costtest.AllocBytes(func() struct{} { return struct{}{} }, func(struct{}) error { alloc(); return nil })
+		return n
 	}
-	sizes := []int{}
-	for n := 1; n <= 40<<10; n++ {
+	var sizes []int // every size to 1 KiB, then around every size class and page
+	for n := 1; n <= 1024; n++ {
 		sizes = append(sizes, n)
 	}
-	sizes = append(sizes, 1<<20, 1<<20+1, 3<<20+17)
+	for _, c := range append(sizeClasses[:], 40960, 1<<20, 3<<20) {
+		for n := max(c-9, 1); n <= c+1; n++ {
+			sizes = append(sizes, int(n))
+		}
+	}
 	for _, n := range sizes {
 		noscan := measure(func() { sinkBytes = make([]byte, n) })
 		scan := measure(func() { sinkPointers = make([]*byte, (n+7)/8) })
@@ -210,26 +207,19 @@ var (
 // TestTagMapBytes checks tagMapBytes against kmsg.Tags maps of n entries, n around every
 // growth step of Go's maps.
 func TestTagMapBytes(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	ns := []int{1, 2, 7, 8, 9, 15, 16, 17, 100}
 	for step := 7; step <= 7<<16; step *= 2 {
 		ns = append(ns, step, step+1, step+2)
 	}
-	var sink kmsg.Tags
 	for _, n := range ns {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		var tags kmsg.Tags
-		for i := range n {
-			tags.Set(uint32(i), nil)
-		}
-		sink = tags
-		runtime.ReadMemStats(&after)
-		if got := int64(after.TotalAlloc - before.TotalAlloc); got > tagMapBytes(int64(n)) {
+		got, _ := costtest.AllocBytes(func() *kmsg.Tags { return new(kmsg.Tags) }, func(tags *kmsg.Tags) error {
+			for i := range n {
+				tags.Set(uint32(i), nil)
+			}
+			return nil
+		})
+		if got > tagMapBytes(int64(n)) {
 			t.Fatalf("%d tags: map allocated %d, tagMapBytes %d", n, got, tagMapBytes(int64(n)))
 		}
 	}
-	_ = sink
 }

@@ -4,18 +4,14 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
-	"runtime"
-	"runtime/debug"
 	"sort"
 	"testing"
 
+	"github.com/exactq/exactq/internal/decodecost/costtest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// measureSlackBytes is what TotalAlloc may move around a ReadFrom that is not ReadFrom's:
-// measured 0 on one goroutine with GC off; the slack covers a runtime background
-// allocation (the fuzz engine's goroutines run beside the fuzz function).
-const measureSlackBytes = 256
+const measureSlackBytes = costtest.SlackBytes
 
 var tagsType = reflect.TypeOf(kmsg.Tags{})
 
@@ -105,28 +101,14 @@ func randomRequest(rng *rand.Rand, key, version int16) []byte {
 	return req.AppendTo(nil)
 }
 
-// readFromAlloc is the heap bytes (*kmsg.XRequest).ReadFrom allocates decoding body, with
-// its error: the least of three runs (a decode is deterministic; anything else the
-// runtime allocates in between only adds), GC off, on this goroutine's locked thread.
+// readFromAlloc is the heap bytes (*kmsg.XRequest).ReadFrom allocates decoding body into
+// a fresh request, with its error.
 func readFromAlloc(key, version int16, body []byte) (int64, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	least := int64(-1)
-	var err error
-	for range 3 {
+	return costtest.AllocBytes(func() kmsg.Request {
 		req := kmsg.RequestForKey(key)
 		req.SetVersion(version)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		err = req.ReadFrom(body)
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(req)
-		if n := int64(after.TotalAlloc - before.TotalAlloc); least < 0 || n < least {
-			least = n
-		}
-	}
-	return least, err
+		return req
+	}, func(req kmsg.Request) error { return req.ReadFrom(body) })
 }
 
 // requestVersions is every (key, version) kmsg decodes, from kmsg itself.
