@@ -7,6 +7,9 @@
 package txnshare
 
 import (
+	"unsafe"
+
+	"github.com/exactq/exactq/internal/decodecost"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -103,8 +106,21 @@ func (v *Request) AppendTo(dst []byte) []byte {
 	return appendNoTags(dst)
 }
 
+// The fewest encoded bytes of an element of each array (fixed fields, a one-byte compact
+// length per array, a one-byte empty tag section): a count is refused when that many
+// cannot fit in the bytes left.
+const (
+	topicMinBytes             = 16 + 1 + 1
+	partitionMinBytes         = 4 + 1 + 1
+	batchMinBytes             = 8 + 8 + 1 + 1
+	ackTypeMinBytes           = 1
+	topicResponseMinBytes     = 16 + 1 + 1
+	partitionResponseMinBytes = 4 + 2 + 1 + 1
+)
+
 // ReadFrom decodes the request body. Array lengths are checked against the bytes left, so
-// a hostile length cannot make it allocate more than the frame holds.
+// a hostile length cannot make it allocate more than a few times what the frame holds
+// (DecodeCost says how much, before decoding).
 func (v *Request) ReadFrom(src []byte) error {
 	b := kbin.Reader{Src: src}
 	v.TransactionalID = b.CompactNullableString()
@@ -113,20 +129,20 @@ func (v *Request) ReadFrom(src []byte) error {
 	v.ProducerEpoch = b.Int16()
 	v.MemberID = b.CompactString()
 	v.MemberEpoch = b.Int32()
-	v.Topics = make([]Topic, arrayLen(&b, 17))
+	v.Topics = make([]Topic, arrayLen(&b, topicMinBytes))
 	for i := range v.Topics {
 		t := &v.Topics[i]
 		t.TopicID = b.Uuid()
-		t.Partitions = make([]Partition, arrayLen(&b, 6))
+		t.Partitions = make([]Partition, arrayLen(&b, partitionMinBytes))
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
 			p.PartitionIndex = b.Int32()
-			p.AcknowledgementBatches = make([]Batch, arrayLen(&b, 18))
+			p.AcknowledgementBatches = make([]Batch, arrayLen(&b, batchMinBytes))
 			for k := range p.AcknowledgementBatches {
 				bt := &p.AcknowledgementBatches[k]
 				bt.FirstOffset = b.Int64()
 				bt.LastOffset = b.Int64()
-				bt.AcknowledgeTypes = make([]int8, arrayLen(&b, 1))
+				bt.AcknowledgeTypes = make([]int8, arrayLen(&b, ackTypeMinBytes))
 				for l := range bt.AcknowledgeTypes {
 					bt.AcknowledgeTypes[l] = b.Int8()
 				}
@@ -138,6 +154,35 @@ func (v *Request) ReadFrom(src []byte) error {
 	}
 	kmsg.SkipTags(&b)
 	return b.Complete()
+}
+
+var _ decodecost.Coster = (*Request)(nil)
+
+// DecodeCost walks body as ReadFrom decodes it, allocating nothing, and returns an upper
+// bound of the heap bytes ReadFrom allocates, or decodecost.ErrTruncated where ReadFrom
+// fails: the server compares it with its budget before decoding (decodecost.CheckRequest).
+func (*Request) DecodeCost(body []byte) (allocBytes int64, err error) {
+	w := decodecost.NewWalker(body)
+	w.CompactNullableString() // TransactionalID
+	w.CompactString()         // GroupID
+	w.Skip(8 + 2)             // ProducerID, ProducerEpoch
+	w.CompactString()         // MemberID
+	w.Skip(4)                 // MemberEpoch
+	for range w.CompactArray(topicMinBytes, int64(unsafe.Sizeof(Topic{}))) {
+		w.Skip(16) // TopicID
+		for range w.CompactArray(partitionMinBytes, int64(unsafe.Sizeof(Partition{}))) {
+			w.Skip(4) // PartitionIndex
+			for range w.CompactArray(batchMinBytes, int64(unsafe.Sizeof(Batch{}))) {
+				w.Skip(8 + 8) // FirstOffset, LastOffset
+				w.Skip(int(w.CompactArray(ackTypeMinBytes, 1)))
+				w.SkipTags()
+			}
+			w.SkipTags()
+		}
+		w.SkipTags()
+	}
+	w.SkipTags()
+	return w.Done()
 }
 
 // PartitionResponse is one partition's staging result.
@@ -204,11 +249,11 @@ func (v *Response) ReadFrom(src []byte) error {
 	b := kbin.Reader{Src: src}
 	v.ThrottleMillis = b.Int32()
 	v.ErrorCode = b.Int16()
-	v.Responses = make([]TopicResponse, arrayLen(&b, 17))
+	v.Responses = make([]TopicResponse, arrayLen(&b, topicResponseMinBytes))
 	for i := range v.Responses {
 		t := &v.Responses[i]
 		t.TopicID = b.Uuid()
-		t.Partitions = make([]PartitionResponse, arrayLen(&b, 8))
+		t.Partitions = make([]PartitionResponse, arrayLen(&b, partitionResponseMinBytes))
 		for j := range t.Partitions {
 			p := &t.Partitions[j]
 			p.PartitionIndex = b.Int32()

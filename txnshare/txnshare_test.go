@@ -53,9 +53,12 @@ func TestHostileArrayLength(t *testing.T) {
 	}
 }
 
+// FuzzRequestDecode: any body decodes or fails cleanly, a decoded one re-encodes, and
+// DecodeCost fails exactly where ReadFrom fails and bounds what it allocates.
 func FuzzRequestDecode(f *testing.F) {
 	f.Add(sample().AppendTo(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkCost(t, b)
 		var r Request
 		if err := r.ReadFrom(b); err != nil {
 			return

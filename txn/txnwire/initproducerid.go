@@ -8,6 +8,7 @@
 package txnwire
 
 import (
+	"github.com/exactq/exactq/internal/decodecost"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -74,6 +75,25 @@ func (v *InitProducerIDRequest) ReadFrom(src []byte) error {
 	v.KeepPreparedTxn = b.Bool()
 	v.UnknownTags = kmsg.ReadTags(&b)
 	return b.Complete()
+}
+
+var _ decodecost.Coster = (*InitProducerIDRequest)(nil)
+
+// DecodeCost walks body as ReadFrom decodes it at v.Version, allocating nothing, and
+// returns an upper bound of what ReadFrom allocates, or decodecost.ErrTruncated where
+// ReadFrom fails. ReadFrom allocates from one client-claimed count, the unknown tags' (a
+// kmsg.Tags map entry of up to ~190 bytes for every 2 bytes of tag), which DecodeCost
+// counts, so a server budget refuses a body of a million empty tags before it is decoded.
+// Below v6 it is decodecost.Check of kmsg's decoder.
+func (v *InitProducerIDRequest) DecodeCost(body []byte) (allocBytes int64, err error) {
+	if v.Version < 6 {
+		return decodecost.Check(v.Key(), v.Version, body)
+	}
+	w := decodecost.NewWalker(body)
+	w.CompactNullableString() // TransactionalID
+	w.Skip(4 + 8 + 2 + 1 + 1) // TransactionTimeoutMillis, ProducerID, ProducerEpoch, Enable2Pc, KeepPreparedTxn
+	w.Tags()
+	return w.Done()
 }
 
 // UnsafeReadFrom is ReadFrom (the embedded kmsg method would skip the v6 fields).
