@@ -67,6 +67,12 @@ type Broker struct {
 
 	// adminMu serializes topic creation, deletion and partition changes.
 	adminMu sync.Mutex
+	// partitionCount is how many partitions the broker hosts (internal topics included);
+	// changed under adminMu only. maxPartitions is max.broker.partitions (limits.go).
+	partitionCount atomic.Int64
+	maxPartitions  int64
+	// ratelog rate-limits log lines of failures that repeat per request (ratelog.go).
+	ratelog *rateLog
 
 	sessions *fetchSessions
 
@@ -130,6 +136,9 @@ func Open(cfg Config) (*Broker, error) {
 		lock:     lock,
 		defaults: defaults,
 		stop:     make(chan struct{}),
+		ratelog:  newRateLog(cfg.Logger, cfg.Now),
+
+		maxPartitions: defaults.maxBrokerPartitions(),
 		topics: topics{
 			dir:     cfg.DataDir,
 			metaDir: filepath.Join(cfg.DataDir, "topics"),
@@ -226,10 +235,15 @@ func (b *Broker) load() error {
 		b.topics.byName[t.name] = t
 		b.topics.byID[t.id] = t
 	}
+	b.partitionCount.Store(int64(opened))
+	if int64(opened) > b.maxPartitions {
+		b.logger.Warn("the broker hosts more partitions than max.broker.partitions: no new ones can be created",
+			"partitions", opened, "max_broker_partitions", b.maxPartitions)
+	}
 	// clean: partitions whose clean-shutdown marker held (nothing read); scanned_bytes: log
 	// data read and checked by recovery; took: logs and producer state.
 	b.logger.Info("data directory loaded", "dir", b.cfg.DataDir, "cluster_id", b.meta.ClusterID, "topics", len(recs),
-		"partitions", opened, "clean", clean, "scanned_bytes", scanned, "took", time.Since(started).Round(time.Millisecond))
+		"partitions", opened, "max_broker_partitions", b.maxPartitions, "clean", clean, "scanned_bytes", scanned, "took", time.Since(started).Round(time.Millisecond))
 	return nil
 }
 

@@ -34,17 +34,14 @@ func (b *Broker) handleFetch(req *server.Request, ctx context.Context, r *kmsg.F
 	}
 	targets := sess.targets()
 	readCommitted := r.IsolationLevel == 1
-	responseMax := r.MaxBytes
-	if responseMax <= 0 || r.Version < 3 {
-		responseMax = 1<<31 - 1
-	}
+	responseMax, minBytes := b.fetchBounds(r)
 
 	fr, n, hasError := b.readFetch(r, targets, responseMax, readCommitted)
 	wait := time.Duration(r.MaxWaitMillis) * time.Millisecond
 	if wait > maxFetchWait {
 		wait = maxFetchWait
 	}
-	if n >= int(r.MinBytes) || wait <= 0 || hasError || len(targets) == 0 {
+	if n >= minBytes || wait <= 0 || hasError || len(targets) == 0 {
 		fr.finish(sess)
 		return server.Reply{Resp: fr}
 	}
@@ -77,7 +74,7 @@ func (b *Broker) handleFetch(req *server.Request, ctx context.Context, r *kmsg.F
 			select {
 			case <-wake:
 				reread()
-				if n < int(r.MinBytes) && !hasError {
+				if n < minBytes && !hasError {
 					continue
 				}
 			case <-timer.C:
@@ -88,6 +85,18 @@ func (b *Broker) handleFetch(req *server.Request, ctx context.Context, r *kmsg.F
 			return fr
 		}
 	}}
+}
+
+// fetchBounds is KafkaApis.handleFetchRequest's limits: the response carries at most
+// min(MaxBytes, fetch.max.bytes) of records (the first batch still goes out whole, KIP-74),
+// and MinBytes is capped by that, so a long poll cannot wait for more than it may answer.
+// Fetch v0-v2 have no MaxBytes (Kafka's field default is Int.MaxValue).
+func (b *Broker) fetchBounds(r *kmsg.FetchRequest) (responseMax int32, minBytes int) {
+	responseMax = b.defaults.topic.FetchMaxBytes()
+	if r.Version >= 3 {
+		responseMax = max(min(r.MaxBytes, responseMax), 0)
+	}
+	return responseMax, int(min(r.MinBytes, responseMax))
 }
 
 // finish completes the response for the fetch session (KIP-227): session id, and for an
@@ -194,7 +203,7 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 		rp.LogStartOffset = p.log.StartOffset()
 		return 0
 	case err != nil:
-		b.logger.Error("fetch read failed", "topic", tg.topic, "partition", tg.partition, "err", err)
+		b.storageError("fetch read", err, "topic", tg.topic, "partition", tg.partition)
 		rp.ErrorCode = kerr.KafkaStorageError.Code
 		return 0
 	}

@@ -38,6 +38,16 @@ func (b *Broker) handleMetadata(req *server.Request, r *kmsg.MetadataRequest) se
 		return server.Reply{Resp: resp}
 	}
 	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
+	if autoCreate {
+		if n := b.autoCreatePartitions(r.Topics); n > maxPartitionsPerRequest {
+			// Kafka sends the request's unknown topics to the controller as one CreateTopics,
+			// which refuses it whole (POLICY_VIOLATION, logged); the Metadata response names
+			// each of them UNKNOWN_TOPIC_OR_PARTITION either way.
+			b.logger.Warn("auto topic creation refused: Excessively large number of partitions per request.",
+				"partitions", n, "limit", maxPartitionsPerRequest)
+			autoCreate = false
+		}
+	}
 	for _, rt := range r.Topics {
 		switch {
 		case rt.Topic == nil && rt.TopicID != [16]byte{}:
@@ -71,6 +81,20 @@ func (b *Broker) handleMetadata(req *server.Request, r *kmsg.MetadataRequest) se
 		}
 	}
 	return server.Reply{Resp: resp}
+}
+
+// autoCreatePartitions is how many partitions auto-creating the request's unknown topics
+// would create: each distinct valid, non-internal name that is not a topic yet gets
+// num.partitions.
+func (b *Broker) autoCreatePartitions(rts []kmsg.MetadataRequestTopic) int64 {
+	unknown := map[string]struct{}{}
+	for _, rt := range rts {
+		if rt.Topic == nil || isInternalTopic(*rt.Topic) || validateTopicName(*rt.Topic) != nil || b.topics.get(*rt.Topic) != nil {
+			continue
+		}
+		unknown[*rt.Topic] = struct{}{}
+	}
+	return int64(len(unknown)) * int64(b.defaults.numPartitions)
 }
 
 func topicError(name *string, id [16]byte, err *kerr.Error) kmsg.MetadataResponseTopic {

@@ -71,6 +71,7 @@ func (b *Broker) shares() (*shareStack, error) {
 			return nil
 		},
 		MaxShareSessions: int(b.brokerInt32("group.share.max.share.sessions", 2000)),
+		MaxFetchBytes:    b.defaults.topic.FetchMaxBytes(),
 		Now:              b.now,
 		Logger:           b.logger.With("component", "share-fetch"),
 	}, shareLogs{b}, store)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,7 +59,10 @@ func (b *Broker) checkNewTopic(name string, partitions int32, replication int16,
 		return topicSpec{}, newAdminError(kerr.InvalidPartitions, "Number of partitions was set to an invalid non-positive value.")
 	}
 	if partitions > maxPartitionsPerTopic {
-		return topicSpec{}, newAdminError(kerr.InvalidPartitions, "Number of partitions %d exceeds exactq's limit of %d per topic.", partitions, maxPartitionsPerTopic)
+		return topicSpec{}, newAdminError(kerr.InvalidPartitions, "Number of partitions %d exceeds exactq's limit of %d per topic (partition directory names must fit 255 bytes).", partitions, maxPartitionsPerTopic)
+	}
+	if aerr := b.checkBrokerPartitions(int64(partitions)); aerr != nil {
+		return topicSpec{}, aerr
 	}
 	if replication == -1 {
 		replication = int16(b.defaults.replicationFactor)
@@ -76,9 +80,41 @@ func (b *Broker) checkNewTopic(name string, partitions int32, replication int16,
 	return topicSpec{name: name, partitions: partitions, configs: configs}, nil
 }
 
-// maxPartitionsPerTopic bounds the files and goroutines one request can make the broker
-// create.
-const maxPartitionsPerTopic = 10000
+// maxPartitionsPerTopic keeps every partition directory name within 255 bytes: a topic name
+// has at most 249 characters, "-" and five digits fill the rest (Kafka's 249 assumes the
+// same). Kafka has no per-topic limit; the per-request and broker-wide caps bound the rest.
+const maxPartitionsPerTopic = 100000
+
+// maxPartitionsPerRequest is Kafka's ReplicationControlManager.MAX_PARTITIONS_PER_BATCH:
+// one CreateTopics, CreatePartitions or auto-creating Metadata request creates at most this
+// many partitions ("Exceeding this number of topics per batch has led to out-of-memory
+// exceptions").
+const maxPartitionsPerRequest = 10000
+
+// errTooManyPartitionsPerRequest is Kafka's answer to a CreateTopics request over
+// maxPartitionsPerRequest: every topic of the request gets it (CreateTopicsRequest.
+// getErrorResponse of the controller's PolicyViolationException).
+var errTooManyPartitionsPerRequest = newAdminError(kerr.PolicyViolation, "Excessively large number of partitions per request.")
+
+// requestedPartitions is the upper bound of the partitions a CreateTopics request creates,
+// counted as Kafka's validateTotalNumberOfPartitions does: before any other check, with -1
+// as num.partitions, an assignment's length where one is given, and duplicate names
+// (answered INVALID_REQUEST before the controller sees them) left out.
+func (b *Broker) requestedPartitions(r *kmsg.CreateTopicsRequest, seen map[string]int) int64 {
+	var total int64
+	for _, rt := range r.Topics {
+		switch {
+		case seen[rt.Topic] > 1:
+		case len(rt.ReplicaAssignment) > 0:
+			total += int64(len(rt.ReplicaAssignment))
+		case rt.NumPartitions == -1:
+			total += int64(b.defaults.numPartitions)
+		case rt.NumPartitions > 0:
+			total += int64(rt.NumPartitions)
+		}
+	}
+	return total
+}
 
 // createTopic makes a checked topic durable and live. The partition logs are created first
 // and the topic record written last: the record is the commit point, and logs without one
@@ -113,6 +149,7 @@ func (b *Broker) createTopic(spec topicSpec) (*topic, *adminError) {
 	b.topics.byName[t.name] = t
 	b.topics.byID[t.id] = t
 	b.topics.mu.Unlock()
+	b.partitionCount.Add(int64(spec.partitions))
 	b.logger.Info("topic created", "topic", t.name, "partitions", spec.partitions)
 	return t, nil
 }
@@ -128,14 +165,19 @@ func (b *Broker) autoCreateTopic(name string) (*topic, *kerr.Error) {
 		return t, nil
 	}
 	spec, aerr := b.checkNewTopic(name, -1, -1, 0, nil)
-	if aerr != nil {
+	if aerr == nil {
+		var t *topic
+		if t, aerr = b.createTopic(spec); aerr == nil {
+			return t, nil
+		}
+	}
+	if aerr.err == kerr.InvalidTopicException {
 		return nil, aerr.err
 	}
-	t, aerr := b.createTopic(spec)
-	if aerr != nil {
-		return nil, aerr.err
-	}
-	return t, nil
+	// Kafka's broker answers every topic it asks the controller to create
+	// UNKNOWN_TOPIC_OR_PARTITION and only logs why a creation failed.
+	b.ratelog.log(slog.LevelWarn, "auto-create", "auto topic creation failed", "topic", name, "error", aerr.err.Message, "reason", aerr.msg)
+	return nil, kerr.UnknownTopicOrPartition
 }
 
 func (b *Broker) handleCreateTopics(req *server.Request, r *kmsg.CreateTopicsRequest) server.Reply {
@@ -146,6 +188,7 @@ func (b *Broker) handleCreateTopics(req *server.Request, r *kmsg.CreateTopicsReq
 	for _, rt := range r.Topics {
 		seen[rt.Topic]++
 	}
+	tooMany := b.requestedPartitions(r, seen) > maxPartitionsPerRequest
 	for _, rt := range r.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -154,6 +197,11 @@ func (b *Broker) handleCreateTopics(req *server.Request, r *kmsg.CreateTopicsReq
 			st.ErrorCode = e.err.Code
 			m := e.msg
 			st.ErrorMessage = &m
+		}
+		if tooMany {
+			fail(errTooManyPartitionsPerRequest)
+			resp.Topics = append(resp.Topics, st)
+			continue
 		}
 		configs, cerr := topicconfig.FromCreate(rt.Configs, b.defaults.topic)
 		if cerr != nil {
@@ -296,6 +344,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 	b.topics.mu.Unlock()
 	b.deleteTopicOffsets(t)
 	parts, _ := t.snapshot()
+	b.partitionCount.Add(-int64(len(parts)))
 	for _, p := range parts {
 		close(p.done)
 		p.mu.Lock()
@@ -313,10 +362,11 @@ func (b *Broker) handleCreatePartitions(req *server.Request, r *kmsg.CreateParti
 	resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
+	budget := int32(maxPartitionsPerRequest)
 	for _, rt := range r.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		if aerr := b.addPartitions(rt, r.ValidateOnly); aerr != nil {
+		if aerr := b.addPartitions(rt, r.ValidateOnly, &budget); aerr != nil {
 			st.ErrorCode = aerr.err.Code
 			m := aerr.msg
 			st.ErrorMessage = &m
@@ -326,7 +376,14 @@ func (b *Broker) handleCreatePartitions(req *server.Request, r *kmsg.CreateParti
 	return server.Reply{Resp: resp}
 }
 
-func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool) *adminError {
+// addPartitions grows one topic of a CreatePartitions request. budget is what is left of
+// the request's maxPartitionsPerRequest: Kafka builds the request's partition records in one
+// list bounded at 10,000 (QuorumController.MAX_RECORDS_PER_USER_OP), so the topic that would
+// overflow it, and every later one, fails while the earlier ones are created. Kafka answers
+// that topic UNKNOWN_SERVER_ERROR (its BoundedListTooLongException is caught per topic) and
+// may commit the records of it that fit; exactq answers POLICY_VIOLATION with the message
+// Kafka gives the same exception elsewhere, and creates none of that topic's partitions.
+func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnly bool, budget *int32) *adminError {
 	t := b.topics.get(rt.Topic)
 	if t == nil {
 		return newAdminError(kerr.UnknownTopicOrPartition, "This server does not host this topic-partition.")
@@ -342,7 +399,7 @@ func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnl
 	case rt.Count == cur:
 		return newAdminError(kerr.InvalidPartitions, "Topic already has %d partitions.", cur)
 	case rt.Count > maxPartitionsPerTopic:
-		return newAdminError(kerr.InvalidPartitions, "Number of partitions %d exceeds exactq's limit of %d per topic.", rt.Count, maxPartitionsPerTopic)
+		return newAdminError(kerr.InvalidPartitions, "Number of partitions %d exceeds exactq's limit of %d per topic (partition directory names must fit 255 bytes).", rt.Count, maxPartitionsPerTopic)
 	}
 	if rt.Assignment != nil {
 		if len(rt.Assignment) != int(rt.Count-cur) {
@@ -353,6 +410,14 @@ func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnl
 				return newAdminError(kerr.InvalidReplicaAssignment, "Replica assignment names brokers that do not exist; this cluster has only node %d", b.cfg.NodeID)
 			}
 		}
+	}
+	if rt.Count-cur > *budget {
+		*budget = 0
+		return newAdminError(kerr.PolicyViolation, "Unable to perform excessively large batch operation.")
+	}
+	*budget -= rt.Count - cur
+	if aerr := b.checkBrokerPartitions(int64(rt.Count - cur)); aerr != nil {
+		return aerr
 	}
 	if validateOnly {
 		return nil
@@ -380,5 +445,6 @@ func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnl
 	t.mu.Lock()
 	t.partitions = append(append([]*partition(nil), t.partitions...), added...)
 	t.mu.Unlock()
+	b.partitionCount.Add(int64(len(added)))
 	return nil
 }

@@ -194,7 +194,7 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 		b.bg.Add(1)
 		go func() {
 			defer b.bg.Done()
-			p.syncLoop(func(err error) { b.logger.Error("fsync failed", "partition", t.name, "index", index, "err", err) })
+			p.syncLoop(func(err error) { b.storageError("fsync", err, "topic", t.name, "partition", index) })
 		}()
 	} else {
 		p.hw.Store(l.EndOffset())

@@ -22,6 +22,8 @@ const (
 	BrokerMaxIncrementalFetchSessionSlots = "max.incremental.fetch.session.cache.slots"
 	BrokerGroupInitialRebalanceDelayMs    = "group.initial.rebalance.delay.ms"
 	BrokerSocketRequestMaxBytes           = "socket.request.max.bytes"
+	BrokerFetchMaxBytes                   = "fetch.max.bytes"
+	BrokerMaxBrokerPartitions             = "max.broker.partitions"
 	BrokerLogDirs                         = "log.dirs"
 	BrokerNodeID                          = "node.id"
 )
@@ -56,6 +58,12 @@ var brokerDefs = []*Def{
 		Doc: "How long a new classic group waits for more members before its first rebalance."},
 	{Name: BrokerSocketRequestMaxBytes, Type: TypeInt, Default: i64(100 * 1024 * 1024), validate: atLeast(1), Valid: "[1,...]",
 		Doc: "Largest request the broker reads."},
+	{Name: BrokerFetchMaxBytes, Type: TypeInt, Default: i64(DefaultFetchMaxBytes), validate: atLeast(1024), Valid: "[1024,...]",
+		Doc: "The maximum number of bytes we will return for a fetch request. Must be at least 1024."},
+	// KIP-578's proposed limit (Kafka has none). No fixed default: the broker sizes it from
+	// the process's descriptor limit (broker.defaultMaxBrokerPartitions).
+	{Name: BrokerMaxBrokerPartitions, Type: TypeInt, validate: atLeast(1), Valid: "[1,...]",
+		Doc: "Most partitions this broker hosts; CreateTopics, CreatePartitions and auto-creation beyond it get POLICY_VIOLATION. Default: sized from the open-file limit."},
 	// Coordinator settings exactq reads (group, transaction and share coordinators).
 	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: i64(6000), Doc: "Shortest session timeout a classic group member may ask for."},
 	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: i64(1800000), Doc: "Longest session timeout a classic group member may ask for."},
@@ -257,6 +265,22 @@ func (b *BrokerDefaults) GroupInitialRebalanceDelayMs() int32 {
 
 // SocketRequestMaxBytes is socket.request.max.bytes (default 100 MiB).
 func (b *BrokerDefaults) SocketRequestMaxBytes() int32 { return b.int32(BrokerSocketRequestMaxBytes) }
+
+// DefaultFetchMaxBytes is Kafka's fetch.max.bytes default (ServerConfigs.FETCH_MAX_BYTES_DEFAULT,
+// 55 MiB).
+const DefaultFetchMaxBytes = 55 * 1024 * 1024
+
+// FetchMaxBytes is fetch.max.bytes (default 55 MiB): the most a Fetch or ShareFetch
+// response carries, whatever the request's MaxBytes (at least one batch still goes out).
+func (b *BrokerDefaults) FetchMaxBytes() int32 { return b.int32(BrokerFetchMaxBytes) }
+
+// MaxBrokerPartitions is max.broker.partitions when the operator set it.
+func (b *BrokerDefaults) MaxBrokerPartitions() (int32, bool) {
+	if _, ok := b.staticValue(BrokerMaxBrokerPartitions); !ok {
+		return 0, false
+	}
+	return b.int32(BrokerMaxBrokerPartitions), true
+}
 
 // brokerSynonymNames is DynamicBrokerConfig.brokerConfigSynonyms: the broker configs that
 // describe the same setting, highest priority first.
