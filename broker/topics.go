@@ -172,7 +172,7 @@ var errTopicExists = errors.New("topic exists")
 // openPartition opens (recovering) one partition log and rebuilds its producer state from
 // the log, so idempotent producers keep their sequence checks across a restart.
 func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*partition, error) {
-	l, err := log.Open(partitionDir(b.cfg.DataDir, t.name, index), settings.log, log.Options{Now: b.now})
+	l, err := log.Open(partitionDir(b.cfg.DataDir, t.name, index), settings.log, log.Options{Now: b.now, Logger: b.logger})
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}

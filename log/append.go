@@ -45,12 +45,15 @@ func (l *Log) Append(batches [][]byte) (first, last int64, err error) {
 	if closed {
 		return 0, 0, ErrClosed
 	}
+	if err := l.unmark(); err != nil {
+		return 0, 0, l.writeFailed(fmt.Errorf("log: remove clean-shutdown marker: %w", err))
+	}
 	now := l.now().UnixMilli()
 	if a.size > 0 && (a.size+total > cfg.SegmentBytes ||
 		cfg.SegmentMs > 0 && now-a.rollTs > cfg.SegmentMs ||
 		a.next+count-1-a.base > math.MaxInt32) {
 		if a, err = l.roll(now); err != nil {
-			return 0, 0, err
+			return 0, 0, l.writeFailed(err)
 		}
 	}
 
@@ -60,12 +63,8 @@ func (l *Log) Append(batches [][]byte) (first, last int64, err error) {
 		batch.SetBaseOffset(b, off)
 		off += lastOffsetDelta(b) + 1
 	}
-	if err := pwritevFull(int(a.f.Fd()), batches, a.size); err != nil {
-		// Cut off whatever part was written so the next append starts at a batch boundary.
-		if terr := a.f.Truncate(a.size); terr != nil {
-			return 0, 0, l.fail(fmt.Errorf("append: %v; truncate: %w", err, terr))
-		}
-		return 0, 0, fmt.Errorf("log: append: %w", err)
+	if err := l.write(a, batches); err != nil {
+		return 0, 0, err
 	}
 
 	interval := int64(cfg.IndexIntervalBytes)
@@ -77,8 +76,27 @@ func (l *Log) Append(batches [][]byte) (first, last int64, err error) {
 		pos, off = pos+int64(len(b)), next
 	}
 	l.end = off
+	a.file.unsynced.Store(true)
 	l.mu.Unlock()
 	return first, off - 1, nil
+}
+
+// write writes batches at the end of the active segment a. Called with appendMu held.
+func (l *Log) write(a *segment, batches [][]byte) error {
+	h, err := a.file.acquire()
+	if err != nil {
+		return l.writeFailed(fmt.Errorf("log: open active segment: %w", err))
+	}
+	defer h.release()
+	if err := pwritevFull(int(h.f.Fd()), batches, a.size); err != nil {
+		// Cut off whatever part was written so the next append starts at a batch boundary.
+		if terr := h.f.Truncate(a.size); terr != nil {
+			return l.fail(fmt.Errorf("append: %v; truncate: %w", err, terr))
+		}
+		return l.writeFailed(fmt.Errorf("log: append: %w", err))
+	}
+	l.writeOK()
+	return nil
 }
 
 // roll closes the active segment and starts a new one at the end offset. Called with
@@ -88,7 +106,7 @@ func (l *Log) roll(nowMs int64) (*segment, error) {
 	l.mu.RLock()
 	base := l.end
 	l.mu.RUnlock()
-	s, err := createSegment(l.dir, base, nowMs)
+	s, err := createSegment(l.dir, base, l.files, nowMs)
 	if err != nil {
 		return nil, fmt.Errorf("log: roll: %w", err)
 	}

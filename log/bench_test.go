@@ -96,12 +96,27 @@ func BenchmarkRead(b *testing.B) {
 
 // TestConcurrent runs appenders, readers and durable waiters together (run with -race):
 // offsets are handed out without gaps or overlaps, every read returns whole batches in
-// offset order, and everything is durable at the end.
+// offset order, and everything is durable at the end. With a one-file descriptor cache,
+// readers of older segments and the appender evict each other's files all the time.
 func TestConcurrent(t *testing.T) {
+	t.Run("cache=default", func(t *testing.T) { testConcurrent(t, nil) })
+	t.Run("cache=1", func(t *testing.T) {
+		files := NewFileCache(1)
+		testConcurrent(t, files)
+		if st := files.Stats(); st.Evictions == 0 || st.Open != 0 {
+			t.Fatalf("cache after the run: %+v; want evictions and nothing open", st)
+		}
+	})
+}
+
+func testConcurrent(t *testing.T, files *FileCache) {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 20_000
 	cfg.IndexIntervalBytes = 500
-	l := openT(t, memTempDir(t), cfg, nil)
+	l, err := Open(memTempDir(t), cfg, Options{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	const writers, perWriter = 4, 200
 	var wg sync.WaitGroup
@@ -190,5 +205,8 @@ func TestConcurrent(t *testing.T) {
 	}
 	if err := l.WaitDurable(l.EndOffset()); err != nil || l.DurableEnd() != l.EndOffset() {
 		t.Fatalf("final WaitDurable: %v, durable %d of %d", err, l.DurableEnd(), l.EndOffset())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

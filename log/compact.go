@@ -183,8 +183,13 @@ func (st *cleanState) skip(b []byte) bool {
 // eachBatch calls fn for every batch of a closed segment, in order. With headersOnly, fn
 // gets only the first batch.HeaderSize bytes of data batches (control batches whole).
 func (l *Log) eachBatch(s *segment, headersOnly bool, fn func(b []byte) error) error {
+	fh, err := s.file.acquire()
+	if err != nil {
+		return err
+	}
+	defer fh.release()
 	if !headersOnly {
-		r := batchReader{f: s.f, end: s.size}
+		r := batchReader{f: fh.f, end: s.size}
 		for {
 			b, err := r.next()
 			if err == io.EOF {
@@ -199,14 +204,14 @@ func (l *Log) eachBatch(s *segment, headersOnly bool, fn func(b []byte) error) e
 	}
 	var h [batch.HeaderSize]byte
 	for pos := int64(0); pos < s.size; {
-		if err := s.readAt(pos, h[:]); err != nil {
+		if _, err := fh.f.ReadAt(h[:], pos); err != nil {
 			return err
 		}
 		n := batchSize(h[:])
 		b := h[:]
 		if attributes(h[:])&batch.AttrControl != 0 {
 			b = make([]byte, n)
-			if err := s.readAt(pos, b); err != nil {
+			if _, err := fh.f.ReadAt(b, pos); err != nil {
 				return err
 			}
 		}
@@ -318,6 +323,9 @@ func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, latest map[st
 	if err != nil || !changed {
 		return err
 	}
+	if err := l.unmark(); err != nil {
+		return err
+	}
 	if len(out) == 0 && !first {
 		return l.dropSegment(s)
 	}
@@ -328,9 +336,16 @@ func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, latest map[st
 	if err != nil {
 		return err
 	}
-	ns := newSegment(s.base, f, nowMs)
+	// ns names the segment's final path: its descriptor is cached now (this file, renamed
+	// there below), and ns is not reachable (so not reopened by name) before the rename.
+	ns := newSegment(l.dir, s.base, l.files, nowMs)
+	fh, err := ns.file.attach(f)
+	if err != nil {
+		return err
+	}
+	defer fh.release()
 	fail := func(err error) error {
-		_ = f.Close()
+		ns.close()
 		_ = os.Remove(cleaned)
 		return err
 	}
@@ -377,18 +392,14 @@ func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, latest map[st
 			return l.fail(err)
 		}
 	}
-	if err := os.Rename(cleaned, logPath(l.dir, s.base)); err != nil {
-		return l.fail(err)
-	}
-	for _, p := range []string{indexPath(l.dir, s.base), timeIndexPath(l.dir, s.base)} {
-		if err := os.Rename(p+".cleaned", p); err != nil {
-			return l.fail(err)
-		}
-	}
-	if err := syncDir(l.dir); err != nil {
-		return l.fail(err)
-	}
+	// The rename and the swap happen together under mu: s opens its file by name when it
+	// is not cached, and must never find the cleaned file there.
 	l.mu.Lock()
+	if err := os.Rename(cleaned, logPath(l.dir, s.base)); err != nil {
+		l.mu.Unlock()
+		ns.close()
+		return l.fail(err)
+	}
 	for i := range l.segs {
 		if l.segs[i] == s {
 			l.segs[i] = ns
@@ -397,6 +408,14 @@ func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, latest map[st
 	s.deleted = true
 	s.close()
 	l.mu.Unlock()
+	for _, p := range []string{indexPath(l.dir, s.base), timeIndexPath(l.dir, s.base)} {
+		if err := os.Rename(p+".cleaned", p); err != nil {
+			return l.fail(err)
+		}
+	}
+	if err := syncDir(l.dir); err != nil {
+		return l.fail(err)
+	}
 	return nil
 }
 

@@ -31,9 +31,7 @@ func (l *Log) crash() crashState {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
-	close(l.stop)
-	<-l.done // an fsync in flight completes: it happened before the crash
-	l.syncMu.Lock()
+	l.syncMu.Lock() // an fsync in flight completes: it happened before the crash
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -163,7 +161,7 @@ func TestIOErrorIsSticky(t *testing.T) {
 	}
 	appendT(t, l, clone(valueBatch(2, 10, 1))...) // written, not yet synced
 	l.mu.RLock()
-	f := l.segs[0].f
+	f := l.segs[0].file.h.Load().f
 	l.mu.RUnlock()
 	f.Close() // the disk goes away under the log: writes and fsyncs now fail
 	if _, _, err := l.Append(clone(valueBatch(1, 10, 1))); err == nil {

@@ -1,33 +1,80 @@
 package log
 
 import (
-	"golang.org/x/sys/unix"
+	"sync"
 )
 
-// Group commit: one flusher goroutine per log does every fsync. WaitDurable callers kick it
-// and wait on fcond; while one fsync runs, later callers pile up behind one pending kick
-// and are all covered by the next fsync. No goroutine per waiter.
+// Group commit: WaitDurable callers kick the log's flush and wait on fcond; while one
+// fsync of the log runs, later callers pile up behind one pending kick and are all covered
+// by the next fsync. No goroutine per waiter, and none per log: the flushes of every log
+// run on a shared, bounded set of goroutines (flushers), started when there is work and
+// gone when there is none. An idle partition costs no goroutine (a goroutine per log was
+// ~2.5 KiB and a scheduler entry each, 250 MB at 100,000 partitions), and a burst of
+// acks=all writes to many partitions blocks at most maxFlushers threads in fdatasync,
+// where a flusher per log could block one OS thread per partition (the runtime stops the
+// process at 10,000).
+
+// maxFlushers bounds the fsyncs running at once across all logs. Each blocks a thread in
+// fdatasync; more than a few dozen concurrent flushes do not make one disk faster, and
+// flushes of one log never overlap (syncMu), so a busy partition gets one flusher.
+const maxFlushers = 32
+
+// flushers runs the kicked logs' flushes. flushState fields of Log are guarded by mu.
+type flushQueue struct {
+	mu      sync.Mutex
+	queue   []*Log // logs with a kick pending, oldest first; each at most once
+	running int    // goroutines draining queue
+}
+
+var flushers flushQueue
+
+// flushState is a log's place in the flush queue (guarded by flushers.mu).
+type flushState struct {
+	queued  bool // in flushers.queue
+	running bool // a flusher is in syncAll for this log
+	again   bool // kicked while running: queue it again when that flush ends
+}
 
 func (l *Log) kickFlusher() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	q := &flushers
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch st := &l.flush; {
+	case st.running:
+		st.again = true
+	case !st.queued:
+		st.queued = true
+		q.queue = append(q.queue, l)
+		if q.running < maxFlushers {
+			q.running++
+			go q.drain()
+		}
 	}
 }
 
-func (l *Log) flushLoop() {
-	defer close(l.done)
-	for {
-		select {
-		case <-l.kick:
-		case <-l.stop:
-			return
-		}
+// drain flushes queued logs until the queue is empty.
+func (q *flushQueue) drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.queue) > 0 {
+		l := q.queue[0]
+		q.queue[0] = nil
+		q.queue = q.queue[1:]
+		l.flush.queued, l.flush.running = false, true
+		q.mu.Unlock()
 		_ = l.syncAll() // a failure is sticky (l.failed); waiters read it
 		l.fmu.Lock()
 		l.fcond.Broadcast()
 		l.fmu.Unlock()
+		q.mu.Lock()
+		l.flush.running = false
+		if l.flush.again {
+			l.flush.again, l.flush.queued = false, true
+			q.queue = append(q.queue, l)
+		}
 	}
+	q.queue = nil // let the backing array go
+	q.running--
 }
 
 // WaitDurable blocks until every byte of every batch with offsets < end is fsynced (end is
@@ -110,10 +157,10 @@ func (l *Log) syncAll() error {
 	}
 	l.mu.RUnlock()
 
-	// syncMu keeps segment files open (removal and compaction take it to close them).
+	// syncMu keeps the segments in the log (removal and compaction take it).
 	for _, j := range jobs {
 		if j.size > j.s.durable {
-			if err := unix.Fdatasync(int(j.s.f.Fd())); err != nil {
+			if err := j.s.fdatasync(); err != nil {
 				return l.fail(err)
 			}
 		}
@@ -137,6 +184,9 @@ func (l *Log) syncAll() error {
 		j.s.durable = max(j.s.durable, j.size)
 		if j.idx {
 			j.s.needIndex = false
+		}
+		if j.s.durable == j.s.size {
+			j.s.file.unsynced.Store(false)
 		}
 	}
 	l.dirSyncd = max(l.dirSyncd, gen)

@@ -42,8 +42,8 @@
 //     is truncated there (and fsynced) and later segments are removed; what a scan kept is
 //     fsynced. No complete valid batch that was ever made durable is dropped. After a
 //     clean Close, Open finds the clean-shutdown marker and, if the files match it, reads
-//     no data at all; it removes the marker durably before returning, so any later crash
-//     is recovered as above.
+//     no data and writes nothing; the first change removes the marker durably before it
+//     happens, so any crash after a change is recovered as above.
 //  3. The log start offset only rises. DeleteRecordsBefore fsyncs the data below the new
 //     start, then writes the checkpoint (temp file, fsync, rename, fsync directory), and
 //     only then deletes segments, so a crash never loses a start offset that was answered.
@@ -58,9 +58,12 @@
 // pread, so a segment's file is never closed under a reader; ReadChunks instead takes a
 // reference on each file it returns a range of, and a removed segment's file is closed only
 // when the last reference goes (fileRefs). Retention, DeleteRecordsBefore
-// and Compact are serialized by maintMu and take mu exclusively only to swap segments. One
-// flusher goroutine per log does all the fsyncs (group commit). Lock order:
-// maintMu > appendMu > syncMu > mu > fmu.
+// and Compact are serialized by maintMu and take mu exclusively only to swap segments. The
+// fsyncs of every log run on a shared, bounded set of flusher goroutines (group commit,
+// flush.go); an idle log has none. Segment files are opened when used, through a
+// FileCache that bounds the descriptors of all logs sharing it (files.go). Lock order:
+// maintMu > appendMu > markMu > syncMu > mu > fmu, and FileCache.mu and flushers.mu are
+// taken under any of them but take none.
 //
 // # For the broker
 //
@@ -77,7 +80,11 @@
 //     else OffsetForTimestamp.
 //   - Start-up: Open recovers (Recovery says how much it read); Scan(StartOffset(), ...)
 //     rebuilds producer state. Close every log on shutdown: it leaves the marker that makes
-//     the next Open read nothing.
+//     the next Open read nothing (a log unchanged since a clean Open keeps the marker it
+//     has, and its Close writes nothing; Unchanged reports that).
+//   - Descriptors: every log opened without Options.Files shares DefaultFileCache, whose
+//     limit (DefaultFileCacheLimit, from RLIMIT_NOFILE) bounds the segment files open
+//     whatever the number of partitions; FileCache.Stats reports what is open.
 //   - Housekeeping: nothing runs by itself except the flusher. Call EnforceRetention
 //     (log.retention.check.interval.ms) and, for compacted topics, Compact periodically, from
 //     a background goroutine: they never block appends or reads for long (segments are
@@ -93,6 +100,7 @@ package log
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -155,15 +163,26 @@ const maxSegmentBytes = 1<<31 - 1
 type Options struct {
 	Now func() time.Time // clock; nil = time.Now
 
+	// Files is the cache of open segment files the log shares with other logs; nil =
+	// DefaultFileCache(). Its limit bounds the descriptors all those logs hold, whatever
+	// their number (files.go).
+	Files *FileCache
+
+	// Logger receives storage errors (a failed write or fsync, logged once per change of
+	// state with the log's directory, not per request) and their end; nil = slog.Default().
+	Logger *slog.Logger
+
 	// recoveryPointBytes overrides defaultRecoveryPointBytes (tests).
 	recoveryPointBytes int64
 }
 
 // Log is one partition's log. See the package comment for the locking rules.
 type Log struct {
-	dir string
-	now func() time.Time
-	cfg atomic.Pointer[Config]
+	dir    string
+	now    func() time.Time
+	cfg    atomic.Pointer[Config]
+	files  *FileCache
+	logger *slog.Logger
 
 	maintMu  sync.Mutex // serializes retention, DeleteRecordsBefore, Compact
 	appendMu sync.Mutex // serializes Append (and so roll); guards active's writer-side fields
@@ -177,7 +196,14 @@ type Log struct {
 	dirGen   uint64     // guarded by mu: bumped on every directory change
 	dirSyncd uint64     // guarded by mu: dirGen covered by the last directory fsync
 
-	failed atomic.Pointer[error] // sticky write/fsync error
+	failed     atomic.Pointer[error] // sticky write/fsync error
+	writeFails atomic.Bool           // the last write failed (logged when this changes)
+
+	// marked: the clean-shutdown marker Open found is still on disk, because nothing has
+	// changed since. The first change removes it first (unmark); Close of a log still
+	// marked writes nothing. markMu serializes the removal.
+	marked atomic.Bool
+	markMu sync.Mutex
 
 	recovery Recovery // how Open found the log; written only by Open
 	rpBytes  int64    // durable growth of the active segment between recovery points
@@ -186,9 +212,7 @@ type Log struct {
 	durable atomic.Int64
 	fmu     sync.Mutex
 	fcond   *sync.Cond
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	flush   flushState // guarded by flushers.mu
 }
 
 // Open opens (creating if needed) the log in dir and recovers it (see the package comment).
@@ -196,15 +220,15 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{
-		dir:  dir,
-		now:  opts.Now,
-		kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
-	}
+	l := &Log{dir: dir, now: opts.Now, files: opts.Files, logger: opts.Logger}
 	if l.now == nil {
 		l.now = time.Now
+	}
+	if l.files == nil {
+		l.files = DefaultFileCache()
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
 	}
 	l.rpBytes = opts.recoveryPointBytes
 	if l.rpBytes <= 0 {
@@ -218,7 +242,6 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.durable.Store(l.end)
-	go l.flushLoop()
 	return l, nil
 }
 
@@ -292,7 +315,7 @@ func (l *Log) recover() error {
 			if last && haveRP && rp.base == base {
 				srp = &rp
 			}
-			s, truncated, err := openSegment(l.dir, base, last, srp, cfg.IndexIntervalBytes, nowMs, &l.recovery)
+			s, truncated, err := openSegment(l.dir, base, l.files, last, srp, cfg.IndexIntervalBytes, nowMs, &l.recovery)
 			if err != nil {
 				return err
 			}
@@ -334,7 +357,7 @@ func (l *Log) recover() error {
 		if haveCkpt {
 			base = ckpt
 		}
-		s, err := createSegment(l.dir, base, nowMs)
+		s, err := createSegment(l.dir, base, l.files, nowMs)
 		if err != nil {
 			return err
 		}
@@ -355,7 +378,7 @@ func (l *Log) recover() error {
 				return err
 			}
 		}
-		s, err := createSegment(l.dir, l.start, nowMs)
+		s, err := createSegment(l.dir, l.start, l.files, nowMs)
 		if err != nil {
 			return err
 		}
@@ -373,17 +396,39 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
-	if clean {
-		// Consumed: from here on the log changes, and a crash must be recovered. The
-		// directory fsync below makes the removal durable before Open returns.
-		if err := os.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil {
-			return err
-		}
-	}
 	for _, s := range l.segs {
 		s.durable = s.size
 	}
+	if clean {
+		// The marker stays while nothing changes: the first change removes it (unmark),
+		// so a crash before then finds files that still match it, and Close of a log that
+		// was never changed writes nothing. Open itself writes nothing here, so a log
+		// opens on a full disk, and the directory is as durable as the marker says.
+		l.marked.Store(true)
+		return nil
+	}
 	return syncDir(l.dir)
+}
+
+// unmark removes the clean-shutdown marker, durably, before the first change since a
+// clean Open (see Log.marked). Callers hold maintMu or appendMu.
+func (l *Log) unmark() error {
+	if !l.marked.Load() {
+		return nil
+	}
+	l.markMu.Lock()
+	defer l.markMu.Unlock()
+	if !l.marked.Load() {
+		return nil
+	}
+	if err := os.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	l.marked.Store(false)
+	return nil
 }
 
 // parseSegmentFile splits a segment file name (<20-digit base><ext>) into its base offset
@@ -453,6 +498,12 @@ func (l *Log) NumSegments() int {
 	return len(l.segs)
 }
 
+// Unchanged reports whether the log is as the last clean Close left it: Open found the
+// clean-shutdown marker matching and nothing has changed since (no append, DeleteRecords,
+// retention or compaction). Close of such a log writes nothing, and what the caller saved
+// beside the log at that Close (the broker's producer-state snapshot) is still current.
+func (l *Log) Unchanged() bool { return l.marked.Load() }
+
 // err returns the sticky failure, if any.
 func (l *Log) err() error {
 	if p := l.failed.Load(); p != nil {
@@ -463,8 +514,27 @@ func (l *Log) err() error {
 
 func (l *Log) fail(err error) error {
 	err = fmt.Errorf("log: %s: %w", l.dir, err)
-	l.failed.CompareAndSwap(nil, &err)
+	if l.failed.CompareAndSwap(nil, &err) {
+		l.logger.Error("log failed: appends refused until it is reopened", "dir", l.dir, "err", err)
+	}
 	return l.err()
+}
+
+// writeFailed reports a write that failed without harm to the log (it was cut back to
+// its last batch, and the next write may succeed: a full disk). It is logged once, when
+// writes start failing, not per request.
+func (l *Log) writeFailed(err error) error {
+	if !l.writeFails.Swap(true) {
+		l.logger.Error("log write failed", "dir", l.dir, "err", err)
+	}
+	return err
+}
+
+// writeOK notes a successful write, logging the end of a run of failures.
+func (l *Log) writeOK() {
+	if l.writeFails.Load() && l.writeFails.Swap(false) {
+		l.logger.Info("log writes resumed", "dir", l.dir)
+	}
 }
 
 // Close makes everything durable, stops the flusher and closes the files. Appends and
@@ -484,7 +554,7 @@ func (l *Log) close(markClean bool) error {
 		return ErrClosed
 	}
 	err := l.syncAll()
-	if err == nil && markClean {
+	if err == nil && markClean && !l.marked.Load() {
 		// Best effort: without the marker the next Open recovers, which is always safe;
 		// nothing the caller relies on depends on it.
 		_ = l.writeCleanShutdown()
@@ -499,11 +569,10 @@ func (l *Log) shutdown() {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
-	close(l.stop)
-	<-l.done
 	l.fmu.Lock()
 	l.fcond.Broadcast()
 	l.fmu.Unlock()
+	// A flush in progress holds syncMu; any later one sees closed and touches nothing.
 	l.syncMu.Lock()
 	l.mu.Lock()
 	l.closeFiles()

@@ -9,10 +9,50 @@ import (
 	"github.com/exactq/exactq/batch"
 )
 
-// span is a byte range of whole batches in one segment.
+// span is a byte range of whole batches in one segment, with a reference on the
+// descriptor to read it through.
 type span struct {
 	s        *segment
+	h        *fileRefs
 	from, to int64
+}
+
+func releaseSpans(sp []span) {
+	for _, r := range sp {
+		r.h.release()
+	}
+}
+
+// readCursor holds the descriptor of the segment a read is looking at, opening it when
+// the read first needs its bytes.
+type readCursor struct {
+	s *segment
+	h *fileRefs
+}
+
+func (c *readCursor) file(s *segment) (*os.File, error) {
+	if c.s != s {
+		c.done()
+		h, err := s.file.acquire()
+		if err != nil {
+			return nil, err
+		}
+		c.s, c.h = s, h
+	}
+	return c.h.f, nil
+}
+
+// hold returns another reference on the current descriptor (for a span).
+func (c *readCursor) hold() *fileRefs {
+	c.h.acquire()
+	return c.h
+}
+
+func (c *readCursor) done() {
+	if c.h != nil {
+		c.h.release()
+	}
+	c.s, c.h = nil, nil
 }
 
 // Read returns whole batches starting with the first batch whose last offset is >= offset
@@ -35,11 +75,12 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64) ([]byte, error
 	if err != nil || total == 0 {
 		return nil, err
 	}
+	defer releaseSpans(sp)
 	buf := make([]byte, total)
 	at := 0
 	for _, r := range sp {
 		n := int(r.to - r.from)
-		if _, err := r.s.f.ReadAt(buf[at:at+n], r.from); err != nil {
+		if _, err := r.h.f.ReadAt(buf[at:at+n], r.from); err != nil {
 			return nil, err
 		}
 		at += n
@@ -84,8 +125,7 @@ func (l *Log) ReadChunks(dst []Chunk, offset int64, maxBytes int32, maxOffset in
 		return dst, 0, err
 	}
 	for _, r := range sp {
-		r.s.file.acquire() // the log's own reference is held: mu is held and the segment is in l.segs
-		dst = append(dst, Chunk{refs: r.s.file, Off: r.from, Len: r.to - r.from})
+		dst = append(dst, Chunk{refs: r.h, Off: r.from, Len: r.to - r.from}) // the span's reference goes to the chunk
 	}
 	return dst, total, nil
 }
@@ -105,8 +145,16 @@ func (l *Log) spans(offset int64, maxBytes int32, maxOffset int64, out []span) (
 	return l.locate(offset, int64(max(maxBytes, 0)), maxOffset, out)
 }
 
-// locate computes the byte spans Read returns. Called with mu held (shared).
-func (l *Log) locate(offset, maxBytes, maxOffset int64, out []span) ([]span, int64, error) {
+// locate computes the byte spans Read returns, each holding a reference on its segment's
+// descriptor (none on error). Called with mu held (shared); out is empty.
+func (l *Log) locate(offset, maxBytes, maxOffset int64, out []span) (_ []span, _ int64, err error) {
+	var cur readCursor
+	defer cur.done()
+	defer func() {
+		if err != nil {
+			releaseSpans(out)
+		}
+	}()
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
 	if i < 0 {
 		i = 0
@@ -115,6 +163,7 @@ func (l *Log) locate(offset, maxBytes, maxOffset int64, out []span) ([]span, int
 	// Find the first batch with last offset >= offset.
 	s := l.segs[i]
 	pos := s.floor(offset)
+	var f *os.File
 	for {
 		if pos >= s.size {
 			if i++; i == len(l.segs) {
@@ -123,7 +172,10 @@ func (l *Log) locate(offset, maxBytes, maxOffset int64, out []span) ([]span, int
 			s, pos = l.segs[i], 0
 			continue
 		}
-		if err := s.readHeader(pos, &h); err != nil {
+		if f, err = cur.file(s); err != nil {
+			return nil, 0, err
+		}
+		if err := s.readHeader(f, pos, &h); err != nil {
 			return nil, 0, err
 		}
 		if batch.BaseOffset(h[:])+lastOffsetDelta(h[:]) >= offset {
@@ -133,12 +185,17 @@ func (l *Log) locate(offset, maxBytes, maxOffset int64, out []span) ([]span, int
 	}
 	var total int64
 	for {
-		to, err := s.extent(pos, maxBytes-total, maxOffset, total == 0, &h)
-		if err != nil {
-			return nil, 0, err
+		to := pos
+		if pos < s.size { // an empty active segment needs no descriptor
+			if f, err = cur.file(s); err != nil {
+				return nil, 0, err
+			}
+			if to, err = s.extent(f, pos, maxBytes-total, maxOffset, total == 0, &h); err != nil {
+				return nil, 0, err
+			}
 		}
 		if to > pos {
-			out = append(out, span{s: s, from: pos, to: to})
+			out = append(out, span{s: s, h: cur.hold(), from: pos, to: to})
 			total += to - pos
 		}
 		if to < s.size || i+1 == len(l.segs) {
@@ -153,10 +210,10 @@ func (l *Log) locate(offset, maxBytes, maxOffset int64, out []span) ([]span, int
 // that fits in limit bytes (the first batch always fits if first), all with base offsets
 // below maxOffset. It jumps ahead with the sparse index and reads at most an index
 // interval's worth of batch headers.
-func (s *segment) extent(pos, limit, maxOffset int64, first bool, h *[hdrPrefix]byte) (int64, error) {
+func (s *segment) extent(f *os.File, pos, limit, maxOffset int64, first bool, h *[hdrPrefix]byte) (int64, error) {
 	cur := pos
 	if first && cur < s.size {
-		if err := s.readHeader(cur, h); err != nil {
+		if err := s.readHeader(f, cur, h); err != nil {
 			return 0, err
 		}
 		if batch.BaseOffset(h[:]) >= maxOffset {
@@ -171,7 +228,7 @@ func (s *segment) extent(pos, limit, maxOffset int64, first bool, h *[hdrPrefix]
 		cur = int64(s.index[m-1].pos)
 	}
 	for cur < s.size {
-		if err := s.readHeader(cur, h); err != nil {
+		if err := s.readHeader(f, cur, h); err != nil {
 			return 0, err
 		}
 		n := batchSize(h[:])

@@ -35,14 +35,22 @@ package log
 //
 // Kafka's .kafka_cleanshutdown, per log. Close writes it after everything is fsynced,
 // every closed segment has its index files and the recovery point covers the whole active
-// segment: temp file, fsync, rename, fsync of the directory. It lists every segment with
-// its size, next offset, largest timestamp and index entry counts. If Open finds it and
-// the directory matches it exactly (the same segment files with the same sizes, index
-// files of the recorded lengths with sane entries, a valid recovery point at the end of
-// the active segment), Open reads no segment data at all: closed segments are not
-// tail-checked either. Open removes the marker before it returns, durably (the directory
-// fsync that ends Open), so no write ever happens while a marker is on disk, and a crash
-// at any later point is recovered without it. A marker that does not match is removed,
+// segment: temp file and rename, not fsynced (like the recovery point: a marker that did
+// not reach the disk whole fails its CRC or its checks and Open recovers, which is always
+// correct, and one that did describes data that was durable before it was written). It
+// lists every segment with its size, next offset, largest timestamp and index entry
+// counts. If Open finds it and the directory matches it exactly (the same segment files
+// with the same sizes, index files of the recorded lengths with sane entries, a valid
+// recovery point at the end of the active segment), Open reads no segment data at all:
+// closed segments are not tail-checked either.
+//
+// The marker stays on disk while the log is unchanged after such an Open: Open writes
+// nothing (it works on a full disk), a crash before any change finds the files still
+// matching it, and Close of a log that was never changed writes nothing at all (most
+// partitions of a large broker, at every shutdown). The first change (an append,
+// DeleteRecords, retention, compaction) removes it first, durably (unmark: unlink and
+// directory fsync), so no change ever happens while a marker is on disk, and a crash at
+// any later point is recovered without it. A marker that does not match is removed,
 // durably, before recovery changes any file.
 
 import (
@@ -253,7 +261,7 @@ func replaceFile(path string, data []byte, sync bool) error {
 // loadRecoveryPoint takes the segment's state up to rp.pos from the recovery point and its
 // .activeindex files if every check passes (see the file comment); it reports false, with
 // the segment untouched, otherwise. fileSize is the segment file's size.
-func (s *segment) loadRecoveryPoint(dir string, rp recoveryPoint, fileSize int64) (bool, error) {
+func (s *segment) loadRecoveryPoint(f *os.File, dir string, rp recoveryPoint, fileSize int64) (bool, error) {
 	if rp.base != s.base || rp.pos <= 0 || rp.pos > fileSize || fileSize > maxSegmentBytes ||
 		rp.next <= s.base || rp.next-s.base-1 > maxRel ||
 		rp.lastPos < 0 || rp.lastPos+batch.HeaderSize > rp.pos ||
@@ -280,7 +288,7 @@ func (s *segment) loadRecoveryPoint(dir string, rp recoveryPoint, fileSize int64
 	}
 	// The batch ending at D is the one the recovery point recorded.
 	var h [hdrPrefix]byte
-	if _, err := s.f.ReadAt(h[:], rp.lastPos); err != nil {
+	if _, err := f.ReadAt(h[:], rp.lastPos); err != nil {
 		return false, err
 	}
 	if batchSize(h[:]) != rp.pos-rp.lastPos || h[hdrMagic] != 2 || batchCRC(h[:]) != rp.lastCRC ||
@@ -399,7 +407,8 @@ func readMarker(dir string) (segs []markerSeg, present, ok bool) {
 }
 
 // writeCleanShutdown records that the log is closed with everything durable: the recovery
-// point is moved to the end of the active segment, then the marker is written durably.
+// point is moved to the end of the active segment, then the marker is written (neither is
+// fsynced: see the file comment).
 // Called by Close with maintMu and appendMu held (nothing changes any more) after a
 // successful syncAll.
 func (l *Log) writeCleanShutdown() error {
@@ -428,10 +437,7 @@ func (l *Log) writeCleanShutdown() error {
 			return err
 		}
 	}
-	if err := replaceFile(filepath.Join(l.dir, cleanShutdownName), encodeMarker(segs), true); err != nil {
-		return err
-	}
-	return syncDir(l.dir)
+	return replaceFile(filepath.Join(l.dir, cleanShutdownName), encodeMarker(segs), false)
 }
 
 // openClean opens the segments listed by a clean-shutdown marker without reading their
@@ -451,16 +457,13 @@ func (l *Log) openClean(bases []int64, marker []markerSeg, rp recoveryPoint, hav
 				return false, nil
 			}
 			expect = m.next
-			f, err := os.OpenFile(logPath(l.dir, m.base), os.O_RDWR, 0)
+			// Closed segments are not opened at all (their descriptors open when a read
+			// needs them); the active one is read below, and stays cached for appends.
+			fi, err := os.Stat(logPath(l.dir, m.base))
 			if err != nil {
 				return false, err
 			}
-			fi, err := f.Stat()
-			if err != nil {
-				_ = f.Close()
-				return false, err
-			}
-			s := newSegment(m.base, f, fi.ModTime().UnixMilli())
+			s := newSegment(l.dir, m.base, l.files, fi.ModTime().UnixMilli())
 			segs = append(segs, s)
 			if fi.Size() != m.size {
 				return false, nil
@@ -472,7 +475,13 @@ func (l *Log) openClean(bases []int64, marker []markerSeg, rp recoveryPoint, hav
 				if !haveRP || rp.pos != m.size || rp.next != m.next || rp.nIdx != m.nIdx || rp.nTime != m.nTime {
 					return false, nil
 				}
-				if ok, err := s.loadRecoveryPoint(l.dir, rp, m.size); !ok || err != nil {
+				h, err := s.file.acquire()
+				if err != nil {
+					return false, err
+				}
+				ok, err := s.loadRecoveryPoint(h.f, l.dir, rp, m.size)
+				h.release()
+				if !ok || err != nil {
 					return false, err
 				}
 				continue
@@ -521,5 +530,13 @@ func (s *segment) loadTrustedIndex(dir string, m markerSeg) (bool, error) {
 	return true, nil
 }
 
-// fdatasync flushes the segment's data.
-func (s *segment) fdatasync() error { return unix.Fdatasync(int(s.f.Fd())) }
+// fdatasync flushes the segment's data. fsync acts on the file, not the descriptor, so a
+// descriptor opened after the writes flushes them too.
+func (s *segment) fdatasync() error {
+	h, err := s.file.acquire()
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	return unix.Fdatasync(int(h.f.Fd()))
+}

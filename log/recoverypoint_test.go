@@ -80,7 +80,8 @@ func checkSame(t *testing.T, l *Log, want [][]byte, what string) {
 }
 
 // TestCleanShutdownSkipsScan: after Close, Open reads no segment data (the marker matches),
-// removes the marker, and the log is the same, timestamps and appends included.
+// leaves the marker until the first change, and the log is the same, timestamps and
+// appends included.
 func TestCleanShutdownSkipsScan(t *testing.T) {
 	rng := rand.New(rand.NewSource(4))
 	dir := memTempDir(t)
@@ -92,7 +93,7 @@ func TestCleanShutdownSkipsScan(t *testing.T) {
 		t.Fatalf("Close wrote no clean-shutdown marker")
 	}
 
-	before := openT(t, dir, cfg, nil) // consumes the marker; Close writes it again
+	before := openT(t, dir, cfg, nil) // unchanged: the marker stays
 	wantTs, wantTsOff, _ := before.MaxTimestamp()
 	wantEnd, nsegs := before.EndOffset(), before.NumSegments()
 	before.Close()
@@ -102,8 +103,8 @@ func TestCleanShutdownSkipsScan(t *testing.T) {
 	if !rec.Clean || rec.ScannedBytes != 0 || rec.Truncated {
 		t.Fatalf("open after Close: %+v, want clean with nothing scanned", rec)
 	}
-	if exists(filepath.Join(dir, cleanShutdownName)) {
-		t.Fatalf("the marker is still there after Open")
+	if !exists(filepath.Join(dir, cleanShutdownName)) {
+		t.Fatalf("Open of an unchanged log removed the marker")
 	}
 	if l.EndOffset() != wantEnd || l.NumSegments() != nsegs || nsegs < 3 {
 		t.Fatalf("end %d, %d segments; want %d, %d (several)", l.EndOffset(), l.NumSegments(), wantEnd, nsegs)
@@ -124,6 +125,9 @@ func TestCleanShutdownSkipsScan(t *testing.T) {
 		bs := clone(valueBatch(1+rng.Intn(4), rng.Intn(200), int64(1000+i)))
 		appendT(t, l, bs...)
 		all = append(all, bs[0])
+		if exists(filepath.Join(dir, cleanShutdownName)) {
+			t.Fatalf("the marker is still there after an append")
+		}
 	}
 	checkSame(t, l, all, "appends after a clean open")
 	l.Close()
@@ -254,9 +258,10 @@ func TestMarkerMismatch(t *testing.T) {
 	}
 }
 
-// TestCrashAfterCleanOpen: the marker is gone once Open returns, so a crash right after a
-// clean start, or after writes, is recovered; the recovery point written by the Close
-// bounds the scan to what was written since.
+// TestCrashAfterCleanOpen: the marker stays while nothing changes, so a crash right after
+// a clean start finds it still matching; the first write removes it, so a crash after
+// writes is recovered, and the recovery point written by the Close bounds the scan to
+// what was written since.
 func TestCrashAfterCleanOpen(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	dir := memTempDir(t)
@@ -273,8 +278,8 @@ func TestCrashAfterCleanOpen(t *testing.T) {
 	l.crash() // before any write
 	l = openT(t, dir, cfg, nil)
 	rec := l.Recovery()
-	if rec.Clean || rec.RecoveryPoint != size || rec.ScannedBytes != 0 {
-		t.Fatalf("crash right after a clean open: %+v, want a recovery from the recovery point at %d", rec, size)
+	if !rec.Clean || rec.ScannedBytes != 0 {
+		t.Fatalf("crash right after a clean open: %+v, want a clean start (nothing changed)", rec)
 	}
 	checkSame(t, l, all, "crash right after a clean open")
 

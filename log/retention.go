@@ -69,6 +69,9 @@ func (l *Log) DeleteRecordsBefore(offset int64) (int64, error) {
 			return start, err
 		}
 	}
+	if err := l.unmark(); err != nil {
+		return start, err
+	}
 	if err := writeCheckpoint(l.dir, offset); err != nil {
 		return start, l.fail(err)
 	}
@@ -95,6 +98,9 @@ func (l *Log) removeBelowStart() (int, error) {
 func (l *Log) removeFront(n int) error {
 	if n == 0 {
 		return nil
+	}
+	if err := l.unmark(); err != nil {
+		return err
 	}
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -174,7 +180,7 @@ func (s *segment) largestTimestamp() int64 {
 	if s.maxTs >= 0 {
 		return s.maxTs
 	}
-	if st, err := s.f.Stat(); err == nil {
+	if st, err := os.Stat(s.file.path); err == nil {
 		return st.ModTime().UnixMilli()
 	}
 	return s.rollTs

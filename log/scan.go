@@ -30,20 +30,29 @@ func (l *Log) ScanHeaders(from int64, fn func(h *kmsg.RecordBatch) error) error 
 	from = max(from, l.start)
 	i := max(sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > from })-1, 0)
 	var segs []seg
-	for j, s := range l.segs[i:] {
-		g := seg{base: s.base, size: s.size, refs: s.file}
-		if j == 0 {
-			g.pos = s.floor(from)
-		}
-		s.file.acquire() // retention or Close may remove the segment meanwhile
-		segs = append(segs, g)
-	}
-	l.mu.RUnlock()
 	defer func() {
 		for _, g := range segs {
 			g.refs.release()
 		}
 	}()
+	for j, s := range l.segs[i:] {
+		g := seg{base: s.base, size: s.size}
+		if j == 0 {
+			g.pos = s.floor(from)
+		}
+		if g.pos >= g.size {
+			continue
+		}
+		// Held: retention or Close may remove the segment meanwhile.
+		h, err := s.file.acquire()
+		if err != nil {
+			l.mu.RUnlock()
+			return err
+		}
+		g.refs = h
+		segs = append(segs, g)
+	}
+	l.mu.RUnlock()
 
 	r := headerReader{}
 	var h kmsg.RecordBatch

@@ -7,10 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"github.com/exactq/exactq/batch"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 )
 
 // Fields of the v2 batch header that package batch has no accessor for (see batch.go for
@@ -53,8 +53,7 @@ const (
 // segment is one .log file and its indexes.
 type segment struct {
 	base int64
-	f    *os.File  // nil once closed
-	file *fileRefs // f's reference count, shared with the Chunks of zero-copy reads
+	file segFile // the .log file, opened when used (files.go)
 
 	// Guarded by Log.mu. The appender writes them (holding appendMu and mu) only for the
 	// active segment; a closed segment's fields never change.
@@ -88,58 +87,45 @@ func logPath(dir string, base int64) string       { return segmentName(dir, base
 func indexPath(dir string, base int64) string     { return segmentName(dir, base, ".index") }
 func timeIndexPath(dir string, base int64) string { return segmentName(dir, base, ".timeindex") }
 
-func newSegment(base int64, f *os.File, nowMs int64) *segment {
-	return &segment{base: base, f: f, file: newFileRefs(f), next: base, maxTs: -1, maxTsOff: -1, rollTs: nowMs, lastPos: -1}
-}
-
-// fileRefs counts the holders of an open segment file: the log while the segment is in it,
-// plus one per Chunk handed out by ReadChunks. The file is closed when the last one lets
-// go, so retention, compaction and Close never close a file whose bytes a Chunk still has
-// to deliver (to a socket, with sendfile, after the read returned and the log's lock was
-// released). The bytes of a chunk never change while it is held: segments are only
-// appended to (a failed append truncates back to the visible size, never below it), and
-// compaction writes a new file and renames it over the old name, leaving the old file's
-// contents to whoever still has it open.
-type fileRefs struct {
-	f    *os.File
-	refs atomic.Int64
-}
-
-func newFileRefs(f *os.File) *fileRefs {
-	r := &fileRefs{f: f}
-	r.refs.Store(1)
-	return r
-}
-
-// acquire adds a reference. The caller must already hold one (or hold Log.mu while the
-// segment is in the log, which holds one).
-func (r *fileRefs) acquire() { r.refs.Add(1) }
-
-func (r *fileRefs) release() {
-	switch n := r.refs.Add(-1); {
-	case n == 0:
-		_ = r.f.Close()
-	case n < 0:
-		panic("log: segment file released more often than acquired")
-	}
+// newSegment returns the in-memory state of an empty segment whose file is opened through
+// the cache c when first used.
+func newSegment(dir string, base int64, c *FileCache, nowMs int64) *segment {
+	s := &segment{base: base, next: base, maxTs: -1, maxTsOff: -1, rollTs: nowMs, lastPos: -1}
+	s.file.init(logPath(dir, base), c)
+	return s
 }
 
 // createSegment creates an empty segment file. The caller makes the directory entry durable.
-func createSegment(dir string, base int64, nowMs int64) (*segment, error) {
+func createSegment(dir string, base int64, c *FileCache, nowMs int64) (*segment, error) {
 	f, err := os.OpenFile(logPath(dir, base), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return newSegment(base, f, nowMs), nil
+	s := newSegment(dir, base, c, nowMs)
+	h, err := s.file.attach(f)
+	if err != nil {
+		return nil, err
+	}
+	h.release() // cached: the first append uses it
+	return s, nil
 }
 
-// close drops the log's reference to the segment's file: it is closed now, or when the last
-// Chunk of it is released.
-func (s *segment) close() {
-	if s.f != nil {
-		s.file.release()
-		s.f = nil
+// close is called when the segment leaves the log: its file is closed now, or when the
+// last Chunk or reader holding it lets go.
+func (s *segment) close() { s.file.drop() }
+
+// readAt reads len(b) bytes at pos, which must lie within the segment's published size.
+func (s *segment) readAt(pos int64, b []byte) error {
+	if pos+int64(len(b)) > s.size {
+		return fmt.Errorf("log: segment %d: read [%d,%d) beyond size %d", s.base, pos, pos+int64(len(b)), s.size)
 	}
+	h, err := s.file.acquire()
+	if err != nil {
+		return err
+	}
+	defer h.release()
+	_, err = h.f.ReadAt(b, pos)
+	return err
 }
 
 func removeSegmentFiles(dir string, base int64) error {
@@ -206,12 +192,13 @@ func (s *segment) floor(off int64) int64 {
 	return int64(s.index[lo-1].pos)
 }
 
-// readHeader reads the first hdrPrefix bytes of the batch at pos into h.
-func (s *segment) readHeader(pos int64, h *[hdrPrefix]byte) error {
+// readHeader reads the first hdrPrefix bytes of the batch at pos of the segment's file f
+// into h.
+func (s *segment) readHeader(f *os.File, pos int64, h *[hdrPrefix]byte) error {
 	if pos+hdrPrefix > s.size {
 		return fmt.Errorf("log: segment %d: batch header at %d beyond size %d", s.base, pos, s.size)
 	}
-	_, err := s.f.ReadAt(h[:], pos)
+	_, err := f.ReadAt(h[:], pos)
 	return err
 }
 
@@ -303,25 +290,31 @@ func (r *batchReader) view(n int) ([]byte, error) {
 // whole segment is durable when Open returns. In the last segment offsets must be
 // consecutive from the file's base (it was appended to, never compacted); in a closed one
 // they must only increase (compaction leaves gaps). st accumulates what was read.
-func openSegment(dir string, base int64, last bool, rp *recoveryPoint, interval int32, nowMs int64, st *Recovery) (s *segment, truncated bool, err error) {
+func openSegment(dir string, base int64, c *FileCache, last bool, rp *recoveryPoint, interval int32, nowMs int64, st *Recovery) (s *segment, truncated bool, err error) {
 	f, err := os.OpenFile(logPath(dir, base), os.O_RDWR, 0)
 	if err != nil {
 		return nil, false, err
 	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-		}
-	}()
 	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, false, err
+	}
+	s = newSegment(dir, base, c, fi.ModTime().UnixMilli())
+	h, err := s.file.attach(f)
 	if err != nil {
 		return nil, false, err
 	}
-	s = newSegment(base, f, fi.ModTime().UnixMilli())
+	defer h.release()
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	from, expect := int64(0), base
 	switch {
 	case !last:
-		ok, err := s.loadIndex(dir, fi.Size(), st)
+		ok, err := s.loadIndex(h.f, dir, fi.Size(), st)
 		if err != nil {
 			return nil, false, err
 		}
@@ -329,9 +322,9 @@ func openSegment(dir string, base int64, last bool, rp *recoveryPoint, interval 
 			s.hasIndexFiles = true
 			return s, false, nil
 		}
-		*s = *newSegment(base, f, fi.ModTime().UnixMilli())
+		s.reset(fi.ModTime().UnixMilli())
 	case rp != nil:
-		ok, err := s.loadRecoveryPoint(dir, *rp, fi.Size())
+		ok, err := s.loadRecoveryPoint(h.f, dir, *rp, fi.Size())
 		if err != nil {
 			return nil, false, err
 		}
@@ -340,23 +333,29 @@ func openSegment(dir string, base int64, last bool, rp *recoveryPoint, interval 
 			st.RecoveryPoint = rp.pos
 		}
 	}
-	truncated, err = s.rebuild(from, expect, fi.Size(), last, int64(interval), nowMs, st)
+	truncated, err = s.rebuild(h.f, from, expect, fi.Size(), last, int64(interval), nowMs, st)
 	return s, truncated, err
+}
+
+// reset forgets what loading the segment found, keeping its file.
+func (s *segment) reset(nowMs int64) {
+	s.size, s.next, s.index, s.tindex = 0, s.base, nil, nil
+	s.maxTs, s.maxTsOff, s.rollTs, s.sinceIndex, s.lastPos, s.lastCRC = -1, -1, nowMs, 0, -1, 0
 }
 
 // rebuild scans the file from position from (a batch boundary where offset expect is due),
 // rebuilding the in-memory indexes, and truncates the file at the first batch that is
 // torn, corrupt or out of order. What it scanned is fsynced: a crash may have left it in
 // the page cache only, and Open declares the whole log durable.
-func (s *segment) rebuild(from, expect, fileSize int64, strict bool, interval, nowMs int64, st *Recovery) (truncated bool, err error) {
-	r := batchReader{f: s.f, end: fileSize, pos: from}
+func (s *segment) rebuild(f *os.File, from, expect, fileSize int64, strict bool, interval, nowMs int64, st *Recovery) (truncated bool, err error) {
+	r := batchReader{f: f, end: fileSize, pos: from}
 	for {
 		pos := r.pos
 		b, err := r.next()
 		if err == io.EOF {
 			st.ScannedBytes += fileSize - from
 			if fileSize > from {
-				return false, s.fdatasync()
+				return false, unix.Fdatasync(int(f.Fd()))
 			}
 			return false, nil
 		}
@@ -373,10 +372,10 @@ func (s *segment) rebuild(from, expect, fileSize int64, strict bool, interval, n
 		if !ok {
 			st.ScannedBytes += fileSize - from
 			st.Truncated = true
-			if err := s.f.Truncate(pos); err != nil {
+			if err := f.Truncate(pos); err != nil {
 				return false, err
 			}
-			if err := s.fdatasync(); err != nil {
+			if err := unix.Fdatasync(int(f.Fd())); err != nil {
 				return false, err
 			}
 			return true, nil
@@ -393,7 +392,7 @@ func (s *segment) rebuild(from, expect, fileSize int64, strict bool, interval, n
 // loadIndex loads the segment's index files and checks them against the data: shapes,
 // monotonic entries inside the file, and valid batches from the last indexed one to the end
 // of the file. It reports false (and no error) if the files are missing or inconsistent.
-func (s *segment) loadIndex(dir string, fileSize int64, st *Recovery) (bool, error) {
+func (s *segment) loadIndex(f *os.File, dir string, fileSize int64, st *Recovery) (bool, error) {
 	ib, tb, ok, err := readIndexFiles(dir, s.base)
 	if !ok || err != nil {
 		return false, err
@@ -408,7 +407,7 @@ func (s *segment) loadIndex(dir string, fileSize int64, st *Recovery) (bool, err
 		pos, expect = int64(index[n-1].pos), s.base+int64(index[n-1].rel)
 	}
 	st.ScannedBytes += fileSize - pos
-	r := batchReader{f: s.f, end: fileSize, pos: pos}
+	r := batchReader{f: f, end: fileSize, pos: pos}
 	maxTs, maxTsOff := int64(-1), int64(-1)
 	if n := len(tindex); n > 0 {
 		maxTs, maxTsOff = tindex[n-1].ts, s.base+int64(tindex[n-1].rel)

@@ -84,7 +84,7 @@ func (l *Log) MaxTimestamp() (timestamp, offset int64, err error) {
 	// The earliest batch holding the max is known; find the record in it.
 	var h [hdrPrefix]byte
 	for pos := best.floor(bestOff); pos < best.size; {
-		if err := best.readHeader(pos, &h); err != nil {
+		if err := best.readAt(pos, h[:]); err != nil {
 			return 0, 0, err
 		}
 		n := batchSize(h[:])
@@ -119,7 +119,7 @@ func lastOffsetBelow(s *segment, off, start int64) bool {
 	var h [hdrPrefix]byte
 	pos := s.floor(off)
 	for pos < s.size {
-		if s.readHeader(pos, &h) != nil {
+		if s.readAt(pos, h[:]) != nil {
 			return true
 		}
 		if batch.BaseOffset(h[:]) == off {
@@ -163,15 +163,6 @@ func (s *segment) timeFloor(ts int64) int64 {
 		return 0
 	}
 	return s.floor(s.base + int64(s.tindex[lo-1].rel))
-}
-
-// readAt reads len(b) bytes at pos, which must lie within the segment's published size.
-func (s *segment) readAt(pos int64, b []byte) error {
-	if pos+int64(len(b)) > s.size {
-		return fmt.Errorf("log: segment %d: read [%d,%d) beyond size %d", s.base, pos, pos+int64(len(b)), s.size)
-	}
-	_, err := s.f.ReadAt(b, pos)
-	return err
 }
 
 // recordTime is one record's offset and timestamp.

@@ -1,0 +1,137 @@
+package log
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// syncBuffer is a bytes.Buffer safe for a slog handler and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(substr string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, l := range strings.Split(s.b.String(), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// smallDisk mounts a tmpfs of sizeBytes for the test (root only; skipped elsewhere).
+func smallDisk(t *testing.T, sizeBytes int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(sizeBytes)); err != nil {
+		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, 0) })
+	return dir
+}
+
+// fill writes a file until the disk is full and returns its path.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			return path
+		}
+	}
+}
+
+// TestFullDisk: with the disk full, appends fail with the I/O error (the broker answers
+// KAFKA_STORAGE_ERROR) and the failure is logged once with the log's directory, not per
+// append; a log closed cleanly before opens and serves reads (Open writes nothing); once
+// space returns, appends resume, which is logged once. Before, nothing was logged.
+func TestFullDisk(t *testing.T) {
+	disk := smallDisk(t, 1<<20)
+	var out syncBuffer
+	opts := Options{Files: NewFileCache(8), Logger: slog.New(slog.NewTextHandler(&out, nil))}
+	cfg := DefaultConfig()
+
+	closedDir, liveDir := filepath.Join(disk, "closed-0"), filepath.Join(disk, "live-0")
+	closed, err := Open(closedDir, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := clone(valueBatch(4, 100, 1))
+	appendT(t, closed, want...)
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	live, err := Open(liveDir, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	appendT(t, live, clone(valueBatch(1, 100, 1))...)
+	filler := fill(t, disk)
+
+	for i := 0; i < 5; i++ {
+		_, _, err := live.Append(clone(valueBatch(8, 16<<10, 1)))
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("append %d on a full disk: %v, want ENOSPC", i, err)
+		}
+	}
+	if got := out.lines("log write failed"); len(got) != 1 || !strings.Contains(got[0], liveDir) || !strings.Contains(got[0], "no space left") {
+		t.Fatalf("failure logged %d times, want once with the directory and the cause: %q", len(got), got)
+	}
+
+	// A clean log opens on the full disk and serves what it holds.
+	closed, err = Open(closedDir, cfg, opts)
+	if err != nil {
+		t.Fatalf("Open on a full disk: %v", err)
+	}
+	got, err := closed.Read(0, 1<<20, 1<<62)
+	if err != nil || !bytes.Equal(got, want[0]) {
+		t.Fatalf("read on a full disk: %d bytes, %v", len(got), err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatalf("Close of an unchanged log on a full disk: %v", err)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	_, last := appendT(t, live, clone(valueBatch(8, 16<<10, 1))...)
+	if err := live.WaitDurable(last + 1); err != nil {
+		t.Fatalf("WaitDurable after space returned: %v", err)
+	}
+	if got := out.lines("log writes resumed"); len(got) != 1 || !strings.Contains(got[0], liveDir) {
+		t.Fatalf("resumption logged %d times, want once: %q", len(got), got)
+	}
+	if n := len(out.lines("log write failed")); n != 1 {
+		t.Fatalf("failure logged %d times in all, want once", n)
+	}
+}
