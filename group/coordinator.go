@@ -177,9 +177,7 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 		if err != nil {
 			return nil, fmt.Errorf("group: loading __consumer_offsets-%d: %w", lp.Index(), err)
 		}
-		if err := c.tombstoneOutlivedOffsets(lp, s); err != nil {
-			return nil, err
-		}
+		c.tombstoneOutlivedOffsets(lp, s)
 		p := &part{log: lp, shard: s, wake: make(chan struct{}, 1)}
 		var out output
 		s.loaded(nowMs, &out)
@@ -202,19 +200,22 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 // tombstoneOutlivedOffsets removes, at load, the offsets of topics deleted (or deleted and
 // re-created) without their tombstones reaching the log: a crash between the removal of
 // the topic's record and the tombstones, or a commit racing the deletion. The tombstones
-// are durable before the coordinator serves, so no topic can be re-created under old
-// offsets in between.
-func (c *Coordinator) tombstoneOutlivedOffsets(lp coordlog.Partition, s *shard) error {
+// are written before the coordinator serves. If they cannot be (a full disk), the offsets
+// still leave memory and the broker starts: the next load finds them outlived again, as
+// their stored topic id no longer matches (only an offset stored without an id, which
+// exactq never writes, could then be taken for a topic re-created meanwhile).
+func (c *Coordinator) tombstoneOutlivedOffsets(lp coordlog.Partition, s *shard) {
 	records, keys := s.tombstonesWhere(func(k tp, o committed) bool { return s.outlivedTopic(k.topic, o.topicID) })
 	if len(records) == 0 {
-		return nil
-	}
-	if _, err := lp.Append(context.Background(), coordlog.Batch{Records: records, ProducerID: -1}); err != nil {
-		return fmt.Errorf("group: tombstoning offsets of deleted topics in __consumer_offsets-%d: %w", lp.Index(), err)
+		return
 	}
 	s.dropOffsets(keys)
+	if _, err := lp.Append(context.Background(), coordlog.Batch{Records: records, ProducerID: -1}); err != nil {
+		c.cfg.Logger.Error("group: tombstoning offsets of deleted topics failed; retried at the next load",
+			"partition", lp.Index(), "offsets", len(keys), "err", err)
+		return
+	}
 	c.cfg.Logger.Info("removed offsets of deleted topics", "partition", lp.Index(), "offsets", len(keys))
-	return nil
 }
 
 // DeleteTopicOffsets removes every group's offsets, committed and pending, of a deleted

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"sync"
 	"testing"
 )
@@ -139,5 +140,28 @@ func TestLoadTombstonesOffsetsOfDeletedTopics(t *testing.T) {
 	}
 	if off, _ := e.fetch("g", "kept", 0, false); off != 7 {
 		t.Fatalf("live offset after second load: %d", off)
+	}
+}
+
+// A load whose tombstones cannot be written (a full disk) still starts and does not serve
+// the outlived offsets; the next load writes the tombstones.
+func TestLoadTombstonesFailedWriteRetriedNextLoad(t *testing.T) {
+	e, tt := newTopicEnv(t)
+	if code := e.commit("g", "", -1, "t", 0, 7); code != 0 {
+		t.Fatal(code)
+	}
+	e.settle()
+	tt.set("t", 9) // deleted and re-created while the tombstones were lost
+	p := e.c.PartitionFor("g")
+	e.logs[p].FailAppend = errors.New("no space left on device")
+	e.restart()
+	if off, _ := e.fetch("g", "t", 0, false); off != -1 {
+		t.Fatalf("outlived offset served after a load whose tombstones failed: %d", off)
+	}
+	e.restart() // the disk has room again
+	e.cfg.TopicID, e.cfg.TopicExists = nil, nil
+	e.restart()
+	if off, _ := e.fetch("g", "t", 0, false); off != -1 {
+		t.Fatalf("tombstone not written by the load after the failure: %d", off)
 	}
 }
