@@ -345,6 +345,11 @@ func (g *generator) minBytes(t Type) string {
 	for flex := range 2 {
 		for v := 0; v <= g.maxVersion; v++ {
 			n := minSize(t, v, flex == 1)
+			if n == 0 {
+				// Check's time is linear in the body because every element walked takes
+				// a byte at least; an element of no bytes would let a count loop for free.
+				die("array of %s: an element can take 0 bytes at v%d", t.TypeName(), v)
+			}
 			sizes[flex] = append(sizes[flex], n)
 			if n != first {
 				same = false
