@@ -31,9 +31,9 @@ var (
 )
 
 // Check walks body, a request of key at version after the request header, as kmsg's
-// ReadFrom (not UnsafeReadFrom) would decode it. It returns an upper bound of the heap
-// bytes that ReadFrom allocates into an already allocated request struct (the struct
-// itself is not counted), ErrUnknownRequest for a key or version kmsg does not decode,
+// ReadFrom would decode it. It returns an upper bound of the heap bytes that ReadFrom
+// allocates into an already allocated request struct (the struct itself is not counted;
+// UnsafeReadFrom allocates less, strings aliasing the body), ErrUnknownRequest for a key or version kmsg does not decode,
 // and ErrTruncated where ReadFrom would fail. Check allocates nothing and runs in time
 // linear in len(body).
 func Check(key, version int16, body []byte) (allocBytes int64, err error) {
