@@ -102,6 +102,8 @@ func (b *Broker) shares() (*shareStack, error) {
 	}
 	members.OnMemberRemoved(mgr.MemberRemoved)
 	b.coord.shares = &shareStack{store: store, members: members, fetch: mgr}
+	// Share state of topics deleted while a crash stopped deleteTopicShareState.
+	b.deleteShareStateOf(b.coord.shares, b.unknownTopic)
 	return b.coord.shares, nil
 }
 

@@ -343,6 +343,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 	delete(b.topics.byID, t.id)
 	b.topics.mu.Unlock()
 	b.deleteTopicOffsets(t)
+	b.deleteTopicShareState(t)
 	parts, _ := t.snapshot()
 	b.partitionCount.Add(-int64(len(parts)))
 	for _, p := range parts {

@@ -98,6 +98,26 @@ func (m *Manager) DeleteShareState(ctx context.Context, groupID string, topicID 
 	return m.store.Delete(ctx, key)
 }
 
+// DeleteTopics deletes the share state of deleted topics, durable on return (Kafka's share
+// coordinator on a topic deletion): the live share partitions of those topics are dropped
+// first, after their pending writes, then every group's state of them is tombstoned in the
+// store. deleted reports whether a topic id is gone.
+func (m *Manager) DeleteTopics(ctx context.Context, deleted func(topicID [16]byte) bool) error {
+	m.mu.Lock()
+	var keys []sharestate.Key
+	for k := range m.parts {
+		if deleted(k.TopicID) {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range keys {
+		m.dropLive(k)
+	}
+	_, err := m.store.DeleteTopics(ctx, deleted)
+	return err
+}
+
 // DropAll closes every share session without releasing records and drops every live share
 // partition after its pending writes: what Kafka's SharePartitionManager.onShareVersionToggle
 // does when share.version is lowered below 1. Acquired records come back AVAILABLE on the

@@ -550,6 +550,25 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, groupID string) error {
 	return nil
 }
 
+// DeleteTopics removes deleted topics from every share group's share-partition state
+// metadata, durably (Kafka's maybeCleanupShareGroupState, run when topics are deleted): a
+// topic re-created with the same name has a new id and is initialized afresh. Partitions
+// that fail are skipped and reported in the error; the rest are done.
+func (c *Coordinator) DeleteTopics(deleted func(topicID [16]byte) bool) error {
+	var errs []error
+	for _, idx := range slices.Sorted(maps.Keys(c.parts)) {
+		p := c.parts[idx]
+		p.mu.Lock()
+		if p.failed == nil {
+			if err := c.commit(p, p.shard.topicsDeleted(deleted), c.cfg.Now().UnixMilli()); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		p.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
 // Exists reports whether a share group with this id exists (the broker's group-id
 // namespace check for the classic coordinator: JoinGroup gets INCONSISTENT_GROUP_PROTOCOL
 // for it).

@@ -672,3 +672,40 @@ func (s *shard) deleteGroup(groupID string) (result, []initJob, *kerr.Error) {
 		tombstone(recMetadata, groupID, ""))
 	return res, jobs, nil
 }
+
+// topicsDeleted is GroupMetadataManager.maybeCleanupShareGroupState: every group whose
+// share-partition state metadata names a deleted topic id (initializing, initialized or
+// deleting) gets a record without it. The share state itself is deleted by the share-state
+// store (Store.DeleteTopics), as Kafka's share coordinator does it, not through jobs here.
+func (s *shard) topicsDeleted(deleted func(topicID [16]byte) bool) result {
+	var res result
+	ids := slices.Sorted(maps.Keys(s.groups)) // deterministic record order
+	for _, id := range ids {
+		g := s.groups[id]
+		drop := func(m map[[16]byte]*initEntry) (map[[16]byte]*initEntry, bool) {
+			out, changed := map[[16]byte]*initEntry{}, false
+			for tid, e := range m {
+				if deleted(tid) {
+					changed = true
+					continue
+				}
+				out[tid] = e
+			}
+			return out, changed
+		}
+		initializing, c1 := drop(g.initializing)
+		initialized, c2 := drop(g.initialized)
+		deleting, c3 := map[[16]byte]string{}, false
+		for tid, name := range g.deleting {
+			if deleted(tid) {
+				c3 = true
+				continue
+			}
+			deleting[tid] = name
+		}
+		if c1 || c2 || c3 {
+			res.records = append(res.records, statePartitionRecord(g.id, initializing, initialized, deleting))
+		}
+	}
+	return res
+}

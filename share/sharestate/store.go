@@ -765,6 +765,77 @@ func (s *Store) Delete(ctx context.Context, k Key) error {
 	return nil
 }
 
+// Keys lists the keys that have state, sorted (for tools and tests).
+func (s *Store) Keys() []Key {
+	var out []Key
+	for _, p := range s.parts {
+		p.mu.Lock()
+		for k := range p.keys {
+			out = append(out, k)
+		}
+		p.mu.Unlock()
+	}
+	slices.SortFunc(out, compareKeys)
+	return out
+}
+
+// maxTombstonesPerBatch bounds one append of DeleteTopics (a topic deleted under
+// thousands of share groups is written in several batches).
+const maxTombstonesPerBatch = 500
+
+// DeleteTopics tombstones, durably, the state of every key whose topic id deleted reports
+// true: the share state of deleted topics goes with them (Kafka's ShareCoordinatorShard.
+// maybeCleanupShareState on a topic deletion), so a topic re-created with the same name
+// starts clean and nothing of the old one is replayed after a restart. Unlike Delete it
+// does not refuse keys with acknowledgements staged in an open transaction: the records
+// are gone with the topic, and the transaction's marker then resolves nothing there. It
+// returns the keys deleted; on error, those of the partitions done so far.
+func (s *Store) DeleteTopics(ctx context.Context, deleted func(topicID [16]byte) bool) ([]Key, error) {
+	var out []Key
+	for idx := range s.cfg.NumPartitions {
+		if s.parts[idx] == nil {
+			continue
+		}
+		keys, err := s.deleteTopicsIn(ctx, idx, deleted)
+		out = append(out, keys...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) deleteTopicsIn(ctx context.Context, idx int32, deleted func(topicID [16]byte) bool) ([]Key, error) {
+	p := s.parts[idx]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.usable(s); err != nil {
+		return nil, err
+	}
+	var keys []Key
+	for k := range p.keys {
+		if deleted(k.TopicID) {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, compareKeys)
+	for done := 0; done < len(keys); {
+		chunk := keys[done:min(done+maxTombstonesPerBatch, len(keys))]
+		recs := make([]kmsg.Record, len(chunk))
+		for i, k := range chunk {
+			recs[i] = kmsg.Record{Key: encodeKey(nil, recordKey{Type: recordTypeSnapshot, Key: k})}
+		}
+		if _, err := p.append(ctx, recs...); err != nil {
+			return keys[:done], err
+		}
+		for _, k := range chunk {
+			p.applyTombstone(k)
+		}
+		done += len(chunk)
+	}
+	return keys, nil
+}
+
 // ApplyMarker is the KIP-1289 marker path for one __share_group_state partition. With
 // the partition locked it calls appendMarker, which must append the transaction's control
 // batch to that partition and return once it is durable, and then resolves the TX_PENDING

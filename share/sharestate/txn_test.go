@@ -275,3 +275,45 @@ func TestReinitializeAndDeleteRefusedWhileStaged(t *testing.T) {
 	}
 	must(t, f.s.Delete(ctx, k))
 }
+
+// DeleteTopics tombstones every group's keys of the deleted topics, also keys with
+// acknowledgements staged in an open transaction (the records are gone with the topic),
+// durably: a restart replays the tombstones, and a later marker resolves nothing there.
+func TestDeleteTopics(t *testing.T) {
+	f := newFixture(t, 3, 10)
+	other := [16]byte{9}
+	var keys []Key
+	for _, g := range []string{"g1", "g2", "g3"} {
+		for p := range int32(4) {
+			k := key(g, p)
+			must(t, f.s.Initialize(ctx, k, 0, 0))
+			keys = append(keys, k)
+		}
+		must(t, f.s.Initialize(ctx, Key{GroupID: g, TopicID: other, Partition: 0}, 0, 0))
+	}
+	stagedKey(t, f, key("g4", 0), staged(0, 4, 1, 7, 0, AckAccept))
+	keys = append(keys, key("g4", 0))
+	slices.SortFunc(keys, compareKeys)
+	got, err := f.s.DeleteTopics(ctx, func(id [16]byte) bool { return id == testTopic })
+	must(t, err)
+	slices.SortFunc(got, compareKeys)
+	if !reflect.DeepEqual(got, keys) {
+		t.Fatalf("deleted %v, want %v", got, keys)
+	}
+	for _, restart := range []bool{false, true} {
+		if restart {
+			f.restart()
+		}
+		for _, k := range f.s.Keys() {
+			if k.TopicID == testTopic {
+				t.Fatalf("restart %v: %s still has state", restart, k)
+			}
+		}
+		if n := len(f.s.Keys()); n != 3 {
+			t.Fatalf("restart %v: %d keys left, want the other topic's 3", restart, n)
+		}
+	}
+	if resolved := f.marker(key("g4", 0), 7, 1, true); len(resolved) != 0 {
+		t.Fatalf("a marker after the delete resolved %v", resolved)
+	}
+}
