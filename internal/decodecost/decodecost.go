@@ -3,11 +3,12 @@
 //
 // kmsg's generated decoders check an array count against the bytes left (count × the
 // element's fewest encoded bytes), then make the whole array of Go structs before reading
-// an element. A struct in memory is often many times its fewest encoded bytes (a compact
-// empty string is 1 byte on the wire and 16 in a []string; a flexible struct of an int32
-// and an array is 6 bytes and 56 in memory), unknown tagged fields cost a map entry of
-// ~190 bytes for 2 wire bytes, so a large request can cost tens of times its size (issue
-// #17 finding 2). Check walks the body exactly as kmsg's ReadFrom reads it, allocating
+// an element. An element in memory is often many times its fewest encoded bytes (a compact
+// empty string is 1 byte on the wire and 16 in a []string; a flexible Produce partition,
+// an int32, empty records and no tags, is 6 bytes and 40 in memory; a non-null empty
+// nullable string is 1 byte, an 8-byte pointer and a 16-byte string header), and unknown
+// tagged fields cost a map entry of up to ~180 bytes for 2 or 3 wire bytes, so a request
+// can cost 16 to 35 times its size (issue #17 finding 2; TestAmplifiersBounded). Check walks the body exactly as kmsg's ReadFrom reads it, allocating
 // nothing, and returns an upper bound of what ReadFrom allocates; the server refuses a
 // request whose bound is over its budget without decoding it.
 //

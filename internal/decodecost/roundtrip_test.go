@@ -15,9 +15,9 @@ const measureSlackBytes = costtest.SlackBytes
 
 var tagsType = reflect.TypeOf(kmsg.Tags{})
 
-// filler builds random kmsg values by reflection: every field a random value, arrays of 0
-// to 5 elements (fewer deep down), nullables nil or not, and now and then unknown tags
-// (keys from 100 up, clear of every known tag).
+// filler builds random kmsg values by reflection: every field a random value, arrays nil
+// or of 0 to 5 elements (fewer deep down), nullables nil or not, and now and then unknown
+// tags (keys from 100 up, clear of every known tag).
 type filler struct {
 	rng *rand.Rand
 }
@@ -44,6 +44,9 @@ func (f *filler) fill(v reflect.Value, depth int) {
 				v.SetBytes(f.bytes(40))
 			}
 			return
+		}
+		if f.rng.IntN(6) == 0 {
+			return // nil: a null nullable array, else an empty one
 		}
 		n := f.rng.IntN(6)
 		if depth > 2 {
