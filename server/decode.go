@@ -42,8 +42,9 @@ const maxApiVersionsVersion = 5
 
 // newAPITable snapshots a handler's API list. ApiVersions is always served: if the handler
 // lists key 18 its range is intersected with what the server implements. It returns the
-// entries it could not serve: empty ranges and keys kmsg cannot decode. A MaxVersion above
-// kmsg's is capped to kmsg's.
+// entries it could not serve: empty ranges, keys kmsg cannot decode and handler-defined
+// request types that cannot bound their decoding (not a decodecost.Coster). A MaxVersion
+// above kmsg's is capped to kmsg's.
 func newAPITable(apis []APIRange) (t *apiTable, dropped []APIRange) {
 	t = &apiTable{
 		ranges:      make(map[int16]APIRange, len(apis)+1),
@@ -53,6 +54,10 @@ func newAPITable(apis []APIRange) (t *apiTable, dropped []APIRange) {
 		body := r.newBody()
 		if body == nil {
 			dropped = append(dropped, r) // kmsg cannot decode it, so we cannot serve it
+			continue
+		}
+		if _, ok := body.(decodecost.Coster); r.NewRequest != nil && !ok {
+			dropped = append(dropped, r) // decoding it would allocate unchecked
 			continue
 		}
 		r.MaxVersion = min(r.MaxVersion, body.MaxVersion())
@@ -112,8 +117,8 @@ func (e *headerError) Unwrap() error { return e.err }
 // Before kmsg decodes the body, decodecost checks it (without allocating): a body whose
 // counts claim more than it holds is malformed, and admit, when non-nil, is called with the
 // bound of what decoding allocates; an error from admit is returned (wrapped) instead of
-// decoding. Handler-defined request types (APIRange.NewRequest) are not checked: their own
-// decoders bound what they allocate.
+// decoding. Handler-defined request types (APIRange.NewRequest) are checked by their own
+// DecodeCost (decodecost.Coster; newAPITable serves no other).
 func decodeRequest(frame []byte, apis *apiTable, admit func(decodedBytes int64) error) (d decoded, err error) {
 	// kmsg does not panic on short input by design; recover anyway, because "never panics
 	// on input" is a broker-wide guarantee and a generated decoder bug must not take the
@@ -191,15 +196,13 @@ func decodeRequest(frame []byte, apis *apiTable, admit func(decodedBytes int64) 
 		}
 		return fail(ErrUnsupportedVersion, fmt.Sprintf("served range is %d-%d", r.MinVersion, r.MaxVersion))
 	}
-	if r.NewRequest == nil {
-		decodedBytes, err := decodecost.Check(d.key, d.version, rest)
-		if err != nil {
-			return fail(ErrMalformedRequest, "body: "+err.Error())
-		}
-		if admit != nil {
-			if err := admit(decodedBytes); err != nil {
-				return fail(err, "not decoded")
-			}
+	decodedBytes, err := decodecost.CheckRequest(body, rest)
+	if err != nil {
+		return fail(ErrMalformedRequest, "body: "+err.Error())
+	}
+	if admit != nil {
+		if err := admit(decodedBytes); err != nil {
+			return fail(err, "not decoded")
 		}
 	}
 	if err := body.ReadFrom(rest); err != nil {
