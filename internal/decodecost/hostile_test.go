@@ -93,8 +93,9 @@ func TestCheckAllocatesNothing(t *testing.T) {
 
 // amplifiers are valid requests that cost kmsg many times their size: many empty compact
 // strings (1 byte on the wire, a 16-byte string header), many non-null empty nullable
-// strings (1 byte, an 8-byte pointer and a 16-byte string header), small structs, and a
-// flood of unknown tags (2 bytes, a map entry). Check accepts them; its bound must still
+// strings (1 byte, an 8-byte pointer and a 16-byte string header), small structs (a
+// Produce topic: 3 bytes, 64 in memory; the worst element of any request is StopReplica's
+// topic, 3 bytes and 80), and a flood of unknown tags (2 bytes, a map entry). Check accepts them; its bound must still
 // hold, and it is what a server compares with its budget.
 type amplifier struct {
 	key, version int16
@@ -132,6 +133,18 @@ func amplifiers() map[string]amplifier {
 		tags = kbin.AppendUvarint(tags, 0)
 	}
 	out["ApiVersions v3 unknown tags"] = b{18, 3, tags, 2}
+
+	// The attack: Produce topics of 3 wire bytes each (empty name, no partitions,
+	// no tags), 64 bytes each in memory.
+	produce := []byte{0} // null compact transactional id
+	produce = kbin.AppendInt16(produce, -1)
+	produce = kbin.AppendInt32(produce, 30000)
+	produce = kbin.AppendCompactArrayLen(produce, n)
+	for range n {
+		produce = append(produce, 1, 1, 0)
+	}
+	produce = append(produce, 0)
+	out["Produce v9 empty topics"] = b{0, 9, produce, 1.5}
 
 	oc := compactString(nil, "g")
 	oc = kbin.AppendInt32(oc, 1)
