@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Connection limits, as Kafka's ConnectionQuotas (core/.../network/SocketServer.scala) applies
@@ -80,6 +81,26 @@ func (s *Server) waitForSlot(listener string) bool {
 		}
 	}
 	return !s.closing
+}
+
+// logLimiter lets through one log line per interval and counts the others, so a client
+// opening connections in a loop cannot fill the disk with the broker's log (Kafka logs each
+// rejection).
+type logLimiter struct {
+	lastAt     time.Time
+	suppressed int
+}
+
+const rejectLogInterval = time.Second
+
+// allow reports whether to log now, and how many lines were dropped since the last one.
+func (l *logLimiter) allow(now time.Time) (ok bool, suppressed int) {
+	if now.Sub(l.lastAt) < rejectLogInterval {
+		l.suppressed++
+		return false, 0
+	}
+	suppressed, l.suppressed, l.lastAt = l.suppressed, 0, now
+	return true, suppressed
 }
 
 // remoteIP is the address connection limits count nc under: the remote IP, with IPv4-mapped

@@ -181,3 +181,19 @@ func TestParseConnectionsPerIPOverrides(t *testing.T) {
 		}
 	}
 }
+
+func TestLogLimiter(t *testing.T) {
+	var l logLimiter
+	t0 := time.Unix(1000, 0)
+	if ok, n := l.allow(t0); !ok || n != 0 {
+		t.Fatalf("first: %v %d", ok, n)
+	}
+	for i := range 5 {
+		if ok, _ := l.allow(t0.Add(time.Duration(i) * 100 * time.Millisecond)); ok {
+			t.Fatalf("line %d within the interval logged", i)
+		}
+	}
+	if ok, n := l.allow(t0.Add(rejectLogInterval)); !ok || n != 5 {
+		t.Fatalf("after the interval: %v %d", ok, n)
+	}
+}

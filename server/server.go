@@ -111,6 +111,7 @@ type Server struct {
 	// acceptors waiting for a connection slot.
 	slotFreed        *sync.Cond
 	acceptorsWaiting int           // acceptors blocked in waitForSlot (read by tests)
+	rejectLog        logLimiter    // per-address rejections: one log line a second at most
 	closing          bool          // Shutdown or Close has begun
 	connsDone        chan struct{} // closed when closing and conns is empty
 	addr             net.Addr      // first listener's address
@@ -258,9 +259,12 @@ func (s *Server) accept(nc net.Conn, listener string) {
 		return
 	}
 	if lim := s.cfg.maxConnsForIP(ip); s.perIP[ip] >= lim {
+		logIt, suppressed := s.rejectLog.allow(time.Now())
 		s.mu.Unlock()
-		s.log.Info("rejected connection: its address already has the maximum number of connections",
-			"remote", nc.RemoteAddr(), "max_connections_per_ip", lim)
+		if logIt {
+			s.log.Info("rejected connection: its address already has the maximum number of connections",
+				"remote", nc.RemoteAddr(), "max_connections_per_ip", lim, "rejections_not_logged", suppressed)
+		}
 		nc.Close()
 		return
 	}
