@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -215,4 +216,33 @@ func TestMinQueuedMaxRequestBytes(t *testing.T) {
 	if got := (Config{}).withDefaults().QueuedMaxRequestBytes; got != DefaultQueuedMaxRequestBytes || got < MinQueuedMaxRequestBytes(DefaultMaxRequestBytes) {
 		t.Errorf("default %d", got)
 	}
+}
+
+// TestLyingCountOverTCP (#17 finding 2): a 4 MB Metadata request whose topic count claims as
+// many topics as kmsg's own check lets through (2 bytes each) is refused before decoding:
+// the connection is closed, as Kafka closes on an undecodable request, and the broker
+// allocates little more than the frame. Failed before decodecost was called: kmsg made a
+// 2-million-topic array: 121 MB allocated for the 4 MB frame.
+func TestLyingCountOverTCP(t *testing.T) {
+	const frameBytes = 4 << 20
+	s := startServer(t, Config{MaxRequestBytes: 8 << 20}, newTestHandler())
+	c := dial(t, s)
+	frame := c.f.AppendRequest(nil, metadataReq(4), 1)
+	frame = frame[:len(frame)-5] // the empty topic array and the auto-create flag
+	frame = binary.BigEndian.AppendUint32(frame, frameBytes/2)
+	frame = append(frame, make([]byte, frameBytes)...)
+	for i := range frame[len(frame)-frameBytes:] {
+		frame[len(frame)-frameBytes+i] = 0x7f
+	}
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	go c.nc.Write(frame)
+	c.expectClosed()
+	runtime.ReadMemStats(&after)
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 4*frameBytes {
+		t.Errorf("allocated %d bytes for a %d-byte request", allocated, len(frame))
+	}
+	dial(t, s).served(2)
 }

@@ -7,7 +7,11 @@
 // RequestHeader.java, RequestContext.java, KafkaApis.handleApiVersionsRequest):
 //
 //	frame size < 0 or > MaxRequestBytes        close (InvalidReceiveException)
-//	header or body that does not decode        close (InvalidRequestException)
+//	header or body that does not decode        close (InvalidRequestException); a body
+//	                                           whose counts claim more than it holds is
+//	                                           found before kmsg allocates (decodecost)
+//	decoding over a connection's share of      close (exactq only; Kafka decodes it)
+//	QueuedMaxRequestBytes
 //	API key unknown or not in Handler.APIs     close (InvalidRequestException)
 //	version outside the served range           close (UnsupportedVersionException)
 //	ApiVersions at an unsupported version      v0 UNSUPPORTED_VERSION answer listing only
@@ -17,6 +21,11 @@
 //
 // In every close case the responses to earlier requests on the connection are written
 // first (Kafka handles one request per connection at a time, so they were already sent).
+//
+// Limits (Kafka's names; see Config): at MaxConnections or a listener's limit the server
+// stops accepting until a connection closes; a connection from an address at its
+// MaxConnectionsPerIP is closed at once; a request that does not fit QueuedMaxRequestBytes
+// waits, its connection not read, until memory frees.
 //
 // Per connection, a reader goroutine calls Handle one request at a time and queues the Reply
 // (at most Config.MaxInFlightPerConn queued; a full queue stops reading), and a writer
