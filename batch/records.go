@@ -324,7 +324,7 @@ func parseBody(b []byte) (rawRecord, error) {
 	if len(b) < 1 {
 		return rec, errShort
 	}
-	p := 1 // attributes (int8, unused)
+	p := 1                                                   // attributes (int8, unused)
 	if _, p = varintAt(b, p, binary.MaxVarintLen64); p < 0 { // timestamp delta
 		return rec, errVarint
 	}

@@ -3,7 +3,10 @@ package batch
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
+
+	"github.com/exactq/exactq/compress"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,6 +33,10 @@ var (
 	// org.apache.kafka.common.InvalidRecordException, which Errors.forException maps to
 	// INVALID_RECORD (87); it is not retriable, and resending the same bytes cannot help.
 	ErrBadRecord = errors.New("batch: malformed records")
+	// ErrBusy: a compressed batch waited its whole bounded wait for decompression budget
+	// (ValidateOptions.Budget). REQUEST_TIMED_OUT: retriable, the producer sends again.
+	// Kafka has no such budget (it decompresses as a stream, unbounded in CPU).
+	ErrBusy = errors.New("batch: decompression budget exhausted")
 )
 
 // ValidateOptions are the per-topic limits of the produce path. Zero values disable a
@@ -45,6 +52,10 @@ type ValidateOptions struct {
 	MaxDecompressedBytes int
 	// Compacted requires every record to have a key (cleanup.policy=compact).
 	Compacted bool
+	// Budget, when set, is the broker-wide budget for decompression memory: a compressed
+	// batch reserves what its decoder and window may hold before it is decompressed,
+	// waiting (bounded) when the budget is taken; ErrBusy after the wait.
+	Budget *compress.Budget
 }
 
 // Validate checks one batch a client produced, before it is appended: Parse (length,
@@ -88,39 +99,68 @@ func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
 	return h, validateRecords(&h, opts)
 }
 
-// validateRecords walks every record of a header-valid batch.
+// validateRecords walks every record of a header-valid batch: in place for an
+// uncompressed one, through a window of streamWindowBytes for a compressed one (the
+// decompressed records are never held whole), with the same parser.
 func validateRecords(h *kmsg.RecordBatch, opts ValidateOptions) error {
-	var scratch *[]byte
-	if h.Attributes&AttrCompressionMask != CodecNone {
-		// Validate only walks the records, so the decompressed bytes go to a pooled
-		// buffer instead of a fresh allocation per produce batch.
-		scratch = scratchBuffers.Get().(*[]byte)
-		defer func() {
-			if cap(*scratch) <= maxPooledScratch {
-				scratchBuffers.Put(scratch)
-			}
-		}()
-	}
-	var dst []byte
-	if scratch != nil {
-		dst = (*scratch)[:0]
-	}
-	data, err := payload(dst, h, opts.MaxDecompressedBytes)
-	if err != nil {
-		return err
-	}
-	if scratch != nil {
-		*scratch = data[:0]
-	}
-	if err := checkCountFits(h, len(data)); err != nil {
-		return err
-	}
-	r := recordReader{buf: data}
+	var visit func(int, rawRecord) error
 	if opts.Compacted {
-		return walkRecords(h, &r, requireKey)
+		visit = requireKey
 	}
-	return walkRecords(h, &r, nil)
+	codec := int8(h.Attributes & AttrCompressionMask)
+	if codec == CodecNone {
+		if err := checkCountFits(h, len(h.Records)); err != nil {
+			return err
+		}
+		r := recordReader{buf: h.Records}
+		return walkRecords(h, &r, visit)
+	}
+	if codec > CodecZstd {
+		return fmt.Errorf("%w: unknown compression codec %d", ErrCorrupt, codec)
+	}
+	limit := opts.MaxDecompressedBytes
+	if limit <= 0 {
+		limit = DefaultMaxDecompressedBytes
+	}
+	// A count that records of at most limit bytes cannot reach is refused unread.
+	if err := checkCountFits(h, limit); err != nil {
+		return err
+	}
+	if opts.Budget != nil {
+		reserved, err := opts.Budget.Acquire(int64(compress.MemoryBound(codec, h.Records, limit) + streamWindowBytes))
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBusy, err)
+		}
+		defer opts.Budget.Release(reserved)
+	}
+	zr, err := compress.NewReader(codec, h.Records, limit)
+	if err != nil {
+		return decompressError(err, limit)
+	}
+	defer zr.Close()
+	r := recordReader{buf: nil, src: zr}
+	if whole, ok := zr.Whole(); ok {
+		r = recordReader{buf: whole} // already decoded whole: read it in place
+	} else {
+		win := streamWindows.Get().(*[]byte)
+		defer streamWindows.Put(win)
+		r.buf = (*win)[:0]
+	}
+	err = walkRecords(h, &r, visit)
+	if errors.Is(err, compress.ErrTooLarge) || errors.Is(err, compress.ErrCorrupt) || errors.Is(err, io.ErrNoProgress) {
+		return decompressError(err, limit)
+	}
+	return err
 }
+
+// streamWindowBytes is the window a compressed batch's records are validated through:
+// a record that fits it is parsed in place, a larger one streamed field by field.
+const streamWindowBytes = 64 << 10
+
+var streamWindows = sync.Pool{New: func() any {
+	b := make([]byte, 0, streamWindowBytes)
+	return &b
+}}
 
 // requireKey is Kafka's LogValidator.validateKey for compacted topics.
 func requireKey(i int, r rawRecord) error {
@@ -129,12 +169,6 @@ func requireKey(i int, r rawRecord) error {
 	}
 	return nil
 }
-
-// maxPooledScratch bounds the decompression buffers kept for reuse, so one huge batch
-// does not pin its buffer in the pool.
-const maxPooledScratch = 4 << 20
-
-var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // KafkaCode returns the Kafka error code for an error of this package (0 for nil).
 // Unknown errors map to UNKNOWN_SERVER_ERROR (-1).
@@ -145,6 +179,7 @@ var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 //	ErrInvalidBatch, ErrControl,
 //	ErrTooManyRecords, ErrNoKey,
 //	ErrBadRecord                        INVALID_RECORD (87)
+//	ErrBusy                             REQUEST_TIMED_OUT (7)
 func KafkaCode(err error) int16 {
 	switch {
 	case err == nil:
@@ -153,6 +188,8 @@ func KafkaCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrCRC), errors.Is(err, ErrTruncated):
 		return kerr.CorruptMessage.Code
+	case errors.Is(err, ErrBusy):
+		return kerr.RequestTimedOut.Code
 	case errors.Is(err, ErrMagic):
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, ErrInvalidBatch), errors.Is(err, ErrControl),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/compress"
 	"github.com/exactq/exactq/producerstate"
 )
 
@@ -89,6 +90,8 @@ type Broker struct {
 	// producerState configures every partition's producer state; its Budget is shared by
 	// all of them (producers.go).
 	producerState producerstate.Config
+	// decompression is the budget of produce-path decompression memory (produce.go).
+	decompression *compress.Budget
 	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
 	// __consumer_offsets partition, deciding its pending transactional offset commits.
 	onOffsetsMarker atomic.Pointer[func(partition int32, pid int64, commit bool)]
@@ -139,6 +142,8 @@ func Open(cfg Config) (*Broker, error) {
 		ratelog:  newRateLog(cfg.Logger, cfg.Now),
 
 		maxPartitions: defaults.maxBrokerPartitions(),
+		decompression: compress.NewBudget(defaults.topic.DecompressionBudgetBytes(),
+			decompressionWait),
 		topics: topics{
 			dir:     cfg.DataDir,
 			metaDir: filepath.Join(cfg.DataDir, "topics"),

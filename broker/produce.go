@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -128,6 +129,10 @@ func partitionOf(t *topic, i int32) *partition {
 // not: internal topics are written by exactq's coordinators only.
 func (b *Broker) allowInternalWrites() bool { return false }
 
+// decompressionWait bounds how long a compressed produce batch waits for decompression
+// budget (exactq.decompression.budget.bytes) before REQUEST_TIMED_OUT.
+const decompressionWait = 10 * time.Second
+
 // produceToPartition validates one partition's records and appends them.
 func (b *Broker) produceToPartition(ctx context.Context, transactionalID *string, t *topic, p *partition, records []byte, version int16) appendResult {
 	_, settings := t.snapshot()
@@ -148,7 +153,10 @@ func (b *Broker) produceToPartition(ctx context.Context, transactionalID *string
 		return errResult(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
 	}
 	raw := batches[0]
-	h, err := batch.Validate(raw, batch.ValidateOptions{MaxBatchBytes: settings.maxMessageBytes, Compacted: settings.compacted})
+	// Decompressed records may not exceed max.message.bytes either (exactq's rule: Kafka
+	// streams them unbounded), and decompression memory is budgeted broker-wide (#17).
+	h, err := batch.Validate(raw, batch.ValidateOptions{MaxBatchBytes: settings.maxMessageBytes,
+		MaxDecompressedBytes: settings.maxMessageBytes, Compacted: settings.compacted, Budget: b.decompression})
 	if err != nil {
 		code := batch.KafkaCode(err)
 		return errResult(kerr.ErrorForCode(code).(*kerr.Error), err.Error())

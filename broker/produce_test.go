@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -43,24 +42,11 @@ func rawBatch(t *testing.T, pid int64, epoch int16, seq int32, n int) []byte {
 
 func produceRaw(t *testing.T, cl *kgo.Client, topic string, acks int16, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = acks
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	// kgo sends Produce v13, which names topics by id.
-	if md, err := kadm.NewClient(cl).Metadata(context.Background(), topic); err == nil {
-		rt.TopicID = md.Topics[topic].ID
-	}
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
+	res, err := sendProduce(cl, topic, acks, records)
 	if err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	return resp.Topics[0].Partitions[0]
+	return res
 }
 
 func setupTopic(t *testing.T, opts ...testbroker.Option) (*testbroker.Broker, *kgo.Client) {

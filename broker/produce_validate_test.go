@@ -1,12 +1,22 @@
 package broker_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/internal/testbroker"
 )
 
 // patched returns a copy of b with the int32 at off set to v and the CRC fixed, so only
@@ -50,4 +60,116 @@ func TestProduceRefusesLyingUncompressedBatches(t *testing.T) {
 	if res.ErrorCode != 0 || res.BaseOffset != 0 {
 		t.Fatalf("good batch after bad ones: %v at %d", kerr.ErrorForCode(res.ErrorCode), res.BaseOffset)
 	}
+}
+
+// zstdBomb is a CRC-valid batch of one well-formed record whose 64 MiB value of zeros
+// compresses (as a zstd stream, declaring no content size, like zstd-jni's) to ~7 KiB.
+func zstdBomb(t *testing.T) []byte {
+	t.Helper()
+	plain, err := batch.Encode(nil, batch.NoProducer(0, time.Now().UnixMilli()),
+		[]kmsg.Record{{Value: make([]byte, 64<<20)}}, batch.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payload bytes.Buffer
+	w, err := zstd.NewWriter(&payload, zstd.WithWindowSize(8<<20), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(plain[batch.HeaderSize:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := batch.Parse(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb.Attributes |= batch.CodecZstd
+	rb.Records = payload.Bytes()
+	rb.Length = int32(batch.HeaderSize - batch.LengthPrefix + payload.Len())
+	b := rb.AppendTo(nil)
+	batch.UpdateCRC(b)
+	return b
+}
+
+// TestProduceDecompressionFlood is #17 finding 7 over TCP: eight connections sending zstd
+// bombs at once. Each bomb was decompressed up to 64 MiB before it was refused (the
+// broker reached 1.6 GB); now decompression stops at the topic's max.message.bytes
+// (MESSAGE_TOO_LARGE) through a bounded window, so the broker allocates (measured) a few
+// KiB per bomb, and a good compressed batch is still accepted after the flood.
+func TestProduceDecompressionFlood(t *testing.T) {
+	tb := testbroker.Start(t)
+	admin := newClient(t, tb.Addr)
+	if _, err := kadm.NewClient(admin).CreateTopic(ctxT(t), 1, 1,
+		map[string]*string{"max.message.bytes": kadm.StringPtr("1048576")}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	bomb := zstdBomb(t)
+	const conns, bombsPerConn = 8, 4
+	clients := make([]*kgo.Client, conns)
+	for i := range clients {
+		clients[i] = newClient(t, tb.Addr)
+		produceRaw(t, clients[i], "t", -1, bomb) // connect and warm up outside the measurement
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	codes := make(chan int16, conns*bombsPerConn)
+	var wg sync.WaitGroup
+	for _, cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range bombsPerConn {
+				res, err := sendProduce(cl, "t", -1, bomb)
+				if err != nil {
+					res.ErrorCode = -1
+				}
+				codes <- res.ErrorCode
+			}
+		}()
+	}
+	wg.Wait()
+	runtime.ReadMemStats(&after)
+	close(codes)
+	for code := range codes {
+		wantCode(t, "bomb", code, kerr.MessageTooLarge)
+	}
+	perBomb := (after.TotalAlloc - before.TotalAlloc) / (conns * bombsPerConn)
+	t.Logf("%d-byte bomb: %d bytes allocated per bomb (client and broker)", len(bomb), perBomb)
+	if perBomb > 1<<20 {
+		t.Fatalf("%d bytes allocated per bomb; the bomb holds 64 MiB, the limit is 1 MiB", perBomb)
+	}
+	good, err := batch.Encode(nil, batch.NoProducer(0, time.Now().UnixMilli()), []kmsg.Record{{Value: []byte("after the flood")}}, batch.CodecZstd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := produceRaw(t, admin, "t", -1, good); res.ErrorCode != 0 || res.BaseOffset != 0 {
+		t.Fatalf("good batch after the flood: %v at %d", kerr.ErrorForCode(res.ErrorCode), res.BaseOffset)
+	}
+}
+
+// sendProduce sends one partition's records in a Produce request (safe from any
+// goroutine, unlike produceRaw).
+func sendProduce(cl *kgo.Client, topic string, acks int16, records []byte) (kmsg.ProduceResponseTopicPartition, error) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = acks
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	// kgo sends Produce v13, which names topics by id.
+	if md, err := kadm.NewClient(cl).Metadata(context.Background(), topic); err == nil {
+		rt.TopicID = md.Topics[topic].ID
+	}
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		return kmsg.ProduceResponseTopicPartition{}, err
+	}
+	return resp.Topics[0].Partitions[0], nil
 }

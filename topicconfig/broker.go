@@ -26,6 +26,9 @@ const (
 	BrokerMaxBrokerPartitions             = "max.broker.partitions"
 	BrokerLogDirs                         = "log.dirs"
 	BrokerNodeID                          = "node.id"
+	// BrokerDecompressionBudgetBytes is exactq's own (Kafka has no such limit): the
+	// memory all produce-path decompressions may hold at once.
+	BrokerDecompressionBudgetBytes = "exactq.decompression.budget.bytes"
 )
 
 // brokerDefs are the BROKER configs exactq knows: every broker synonym of a topic config
@@ -64,6 +67,8 @@ var brokerDefs = []*Def{
 	// the process's descriptor limit (broker.defaultMaxBrokerPartitions).
 	{Name: BrokerMaxBrokerPartitions, Type: TypeInt, validate: atLeast(1), Valid: "[1,...]",
 		Doc: "Most partitions this broker hosts; CreateTopics, CreatePartitions and auto-creation beyond it get POLICY_VIOLATION. Default: sized from the open-file limit."},
+	{Name: BrokerDecompressionBudgetBytes, Type: TypeLong, Default: i64(128 << 20), validate: atLeast(1), Valid: "[1,...]",
+		Doc: "exactq only: memory (decoder state and windows) that validating compressed produce batches may hold at once, across all producers; over it a produce waits up to 10 s, then gets REQUEST_TIMED_OUT."},
 	// Coordinator settings exactq reads (group, transaction and share coordinators).
 	{Name: "group.min.session.timeout.ms", Type: TypeInt, Default: i64(6000), Doc: "Shortest session timeout a classic group member may ask for."},
 	{Name: "group.max.session.timeout.ms", Type: TypeInt, Default: i64(1800000), Doc: "Longest session timeout a classic group member may ask for."},
@@ -280,6 +285,11 @@ func (b *BrokerDefaults) MaxBrokerPartitions() (int32, bool) {
 		return 0, false
 	}
 	return b.int32(BrokerMaxBrokerPartitions), true
+}
+
+// DecompressionBudgetBytes is exactq.decompression.budget.bytes (default 128 MiB).
+func (b *BrokerDefaults) DecompressionBudgetBytes() int64 {
+	return b.value(BrokerDecompressionBudgetBytes).(int64)
 }
 
 // brokerSynonymNames is DynamicBrokerConfig.brokerConfigSynonyms: the broker configs that
