@@ -110,11 +110,14 @@ func (b *Broker) handleAlterConfigs(req *server.Request, r *kmsg.AlterConfigsReq
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		var aerr *adminError
-		if rr.ResourceType == kmsg.ConfigResourceTypeTopic {
+		switch rr.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
 			aerr = b.alterTopicConfigs(rr.ResourceName, r.ValidateOnly, func(topicconfig.Set) (topicconfig.Set, error) {
 				return topicconfig.ApplyAlter(rr.Configs, b.defaults.topic)
 			})
-		} else {
+		case kmsg.ConfigResourceTypeGroupConfig:
+			aerr = b.groupCfg.replace(rr.ResourceName, rr.Configs, r.ValidateOnly)
+		default:
 			aerr = unsupportedAlter(rr.ResourceType)
 		}
 		if aerr != nil {

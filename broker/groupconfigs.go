@@ -50,12 +50,28 @@ func (gc *groupConfigs) describe(groupID string, names []string, docs bool) []km
 
 // alter applies IncrementalAlterConfigs operations to one group and makes them durable.
 func (gc *groupConfigs) alter(groupID string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) *adminError {
+	return gc.change(groupID, validateOnly, func(cur map[string]string) (map[string]string, error) {
+		return gc.broker.ApplyIncremental(cur, ops)
+	})
+}
+
+// replace applies a legacy AlterConfigs request (the configs given become the group's whole
+// override set) and makes it durable.
+func (gc *groupConfigs) replace(groupID string, configs []kmsg.AlterConfigsRequestResourceConfig, validateOnly bool) *adminError {
+	return gc.change(groupID, validateOnly, func(map[string]string) (map[string]string, error) {
+		return gc.broker.ApplyAlter(configs)
+	})
+}
+
+// change validates a group's new override set, computed from the current one, and unless
+// validateOnly makes it durable and live.
+func (gc *groupConfigs) change(groupID string, validateOnly bool, compute func(cur map[string]string) (map[string]string, error)) *adminError {
 	if groupID == "" {
 		return newAdminError(kerr.InvalidRequest, "Group name must not be empty")
 	}
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
-	next, err := gc.broker.ApplyIncremental(gc.overrides[groupID], ops)
+	next, err := compute(gc.overrides[groupID])
 	if err != nil {
 		var ce *groupconfig.Error
 		if errors.As(err, &ce) {

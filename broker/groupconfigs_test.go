@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,4 +62,66 @@ func TestGroupConfigsPersistAndValidate(t *testing.T) {
 	if got := describeGroupConfig(t, cl, "sg", "share.auto.offset.reset"); got != "earliest" {
 		t.Fatalf("after restart share.auto.offset.reset = %q, want earliest", got)
 	}
+}
+
+// The KIP-1191 dead-letter group configs are refused with INVALID_CONFIG by
+// IncrementalAlterConfigs and AlterConfigs (exactq dead-letters nothing yet, and a config is
+// never accepted and ignored) and DescribeConfigs does not list them. Before the fix both
+// were accepted, stored and described; AlterConfigs refused every GROUP resource.
+func TestDLQGroupConfigsRefused(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := newClient(t, tb.Addr)
+	for name, value := range map[string]string{"errors.deadletterqueue.topic.name": "dlq", "errors.deadletterqueue.copy.record.enable": "true"} {
+		if code := alterGroupConfig(t, cl, "sg", name, value); code != kerr.InvalidConfig.Code {
+			t.Errorf("IncrementalAlterConfigs %s: %v, want INVALID_CONFIG", name, kerr.ErrorForCode(code))
+		}
+		if code, msg := alterGroupConfigLegacy(t, cl, "sg", name, value); code != kerr.InvalidConfig.Code || !strings.Contains(msg, "dead-letter") {
+			t.Errorf("AlterConfigs %s: %v %q, want INVALID_CONFIG saying there is no dead-letter queue", name, kerr.ErrorForCode(code), msg)
+		}
+	}
+	// Legacy AlterConfigs sets what exactq supports, durably.
+	if code, msg := alterGroupConfigLegacy(t, cl, "sg", "share.auto.offset.reset", "earliest"); code != 0 {
+		t.Fatalf("AlterConfigs share.auto.offset.reset: %v %s", kerr.ErrorForCode(code), msg)
+	}
+	tb.Restart()
+	cl = newClient(t, tb.Addr)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "sg"
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctxT(t), cl)
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("describe: %v %+v", err, resp)
+	}
+	for _, c := range resp.Resources[0].Configs {
+		if strings.HasPrefix(c.Name, "errors.deadletterqueue.") {
+			t.Errorf("DescribeConfigs lists %s", c.Name)
+		}
+		if c.Name == "share.auto.offset.reset" && *c.Value != "earliest" {
+			t.Errorf("share.auto.offset.reset after restart = %s, want earliest", *c.Value)
+		}
+	}
+}
+
+// alterGroupConfigLegacy sets one group config with legacy AlterConfigs (which replaces the
+// group's whole override set) and returns the resource's error code and message.
+func alterGroupConfigLegacy(t *testing.T, cl *kgo.Client, group, name, value string) (int16, string) {
+	t.Helper()
+	req := kmsg.NewPtrAlterConfigsRequest()
+	res := kmsg.NewAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = name, &value
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctxT(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := resp.Resources[0]
+	msg := ""
+	if r.ErrorMessage != nil {
+		msg = *r.ErrorMessage
+	}
+	return r.ErrorCode, msg
 }

@@ -2,6 +2,12 @@
 // type 32): their definitions, validation against the broker's min/max bounds, resolution
 // to effective values and the DescribeConfigs view. Facts from Kafka 4.4's GroupConfig.java
 // and ShareGroupConfig.java; exactq stores the overrides and the share path reads them.
+//
+// Kafka 4.4 also defines the KIP-1191 dead-letter-queue configs errors.deadletterqueue.topic.name
+// and errors.deadletterqueue.copy.record.enable. exactq does not dead-letter records yet, so
+// it refuses them (INVALID_CONFIG, as Kafka refuses a group config it does not know) and does
+// not describe them, rather than accept a setting nothing acts on. Kafka itself only acts on
+// them from share.version 2; exactq's share.version is 1.
 package groupconfig
 
 import (
@@ -29,9 +35,19 @@ const (
 	ShareAssignmentIntervalMs   = "share.assignment.interval.ms"
 	ConsumerSessionTimeoutMs    = "consumer.session.timeout.ms"
 	ConsumerHeartbeatIntervalMs = "consumer.heartbeat.interval.ms"
-	DLQTopicName                = "errors.deadletterqueue.topic.name"
-	DLQCopyRecordEnable         = "errors.deadletterqueue.copy.record.enable"
 )
+
+// Kafka 4.4's KIP-1191 group configs, refused until exactq has a dead-letter queue.
+const (
+	DLQTopicName        = "errors.deadletterqueue.topic.name"
+	DLQCopyRecordEnable = "errors.deadletterqueue.copy.record.enable"
+)
+
+// unsupported are Kafka group configs exactq refuses, with the reason a client is told.
+var unsupported = map[string]string{
+	DLQTopicName:        "exactq has no KIP-1191 dead-letter queue yet, so nothing would act on it",
+	DLQCopyRecordEnable: "exactq has no KIP-1191 dead-letter queue yet, so nothing would act on it",
+}
 
 type kind int8
 
@@ -67,8 +83,6 @@ var defs = []def{
 	{name: ShareRenewAckEnable, kind: kindBool, fixedDefault: "true", doc: "Whether consumers may renew acquisition locks (KIP-1222)."},
 	{name: ConsumerSessionTimeoutMs, kind: kindInt, brokerDefault: "group.consumer.session.timeout.ms", brokerMin: "group.consumer.min.session.timeout.ms", brokerMax: "group.consumer.max.session.timeout.ms", doc: "Consumer-protocol (KIP-848) member session timeout."},
 	{name: ConsumerHeartbeatIntervalMs, kind: kindInt, brokerDefault: "group.consumer.heartbeat.interval.ms", brokerMin: "group.consumer.min.heartbeat.interval.ms", brokerMax: "group.consumer.max.heartbeat.interval.ms", doc: "Consumer-protocol (KIP-848) heartbeat interval."},
-	{name: DLQTopicName, kind: kindString, fixedDefault: "", doc: "Dead-letter topic for records a share group rejects or archives (KIP-1191)."},
-	{name: DLQCopyRecordEnable, kind: kindBool, fixedDefault: "false", doc: "Whether dead-lettered records carry the original record's key and value."},
 }
 
 // brokerDefaults are Kafka 4.4's defaults of the broker configs group configs fall back to.
@@ -130,11 +144,23 @@ func invalid(format string, args ...any) *Error {
 	return &Error{Kind: kerr.InvalidConfig, Message: fmt.Sprintf(format, args...)}
 }
 
+// lookup returns a config's definition, or INVALID_CONFIG with Kafka's message for a name it
+// does not know and exactq's reason for one exactq refuses.
+func lookup(name string) (*def, error) {
+	if why, ok := unsupported[name]; ok {
+		return nil, invalid("Unsupported group config name: %s (%s)", name, why)
+	}
+	if d := byName[name]; d != nil {
+		return d, nil
+	}
+	return nil, invalid("Unknown group config name: %s", name)
+}
+
 // Validate checks one override against its definition and the broker's bounds.
 func (b *Broker) Validate(name, value string) error {
-	d := byName[name]
-	if d == nil {
-		return invalid("Unknown group config name: %s", name)
+	d, err := lookup(name)
+	if err != nil {
+		return err
 	}
 	switch d.kind {
 	case kindInt:
@@ -263,10 +289,7 @@ func (b *Broker) Describe(overrides map[string]string, names []string, includeDo
 // ApplyIncremental applies IncrementalAlterConfigs operations to a group's overrides.
 // APPEND and SUBTRACT need list configs, which groups do not have.
 func (b *Broker) ApplyIncremental(current map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
-	next := map[string]string{}
-	for k, v := range current {
-		next[k] = v
-	}
+	next := known(current)
 	seen := map[string]bool{}
 	for _, op := range ops {
 		if seen[op.Name] {
@@ -283,8 +306,8 @@ func (b *Broker) ApplyIncremental(current map[string]string, ops []kmsg.Incremen
 			}
 			next[op.Name] = strings.TrimSpace(*op.Value)
 		case kmsg.IncrementalAlterConfigOpDelete:
-			if byName[op.Name] == nil {
-				return nil, invalid("Unknown group config name: %s", op.Name)
+			if _, err := lookup(op.Name); err != nil {
+				return nil, err
 			}
 			delete(next, op.Name)
 		default:
@@ -295,6 +318,45 @@ func (b *Broker) ApplyIncremental(current map[string]string, ops []kmsg.Incremen
 		return nil, err
 	}
 	return next, nil
+}
+
+// ApplyAlter applies a legacy AlterConfigs request: the configs given replace the group's
+// whole override set, as Kafka's controller replaces it. Duplicate names and null values are
+// INVALID_REQUEST, checked before any name, as Kafka's ConfigAdminManager checks them.
+func (b *Broker) ApplyAlter(configs []kmsg.AlterConfigsRequestResourceConfig) (map[string]string, error) {
+	next := make(map[string]string, len(configs))
+	var nulls []string
+	for _, c := range configs {
+		if _, dup := next[c.Name]; dup {
+			return nil, &Error{Kind: kerr.InvalidRequest, Message: "Error due to duplicate config keys"}
+		}
+		next[c.Name] = ""
+		if c.Value == nil {
+			nulls = append(nulls, c.Name)
+			continue
+		}
+		next[c.Name] = strings.TrimSpace(*c.Value)
+	}
+	if len(nulls) > 0 {
+		return nil, &Error{Kind: kerr.InvalidRequest, Message: "Null value not supported for : " + strings.Join(nulls, ", ")}
+	}
+	if err := b.ValidateSet(next); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// known copies the overrides of configs exactq defines. A stored override of one it no longer
+// accepts (an errors.deadletterqueue.* set before it was refused) never took effect; it is
+// dropped at the group's next change instead of failing that change.
+func known(overrides map[string]string) map[string]string {
+	out := make(map[string]string, len(overrides))
+	for k, v := range overrides {
+		if byName[k] != nil {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func oneOf(valid ...string) func(string) error {

@@ -2,6 +2,7 @@ package groupconfig
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -120,5 +121,78 @@ func TestByDuration(t *testing.T) {
 	}
 	if _, ok := ByDurationMs("latest"); ok {
 		t.Error("latest parsed as a duration")
+	}
+}
+
+// The KIP-1191 dead-letter configs are refused (exactq dead-letters nothing yet) by every
+// alter path, and never described; every other config behaves as before.
+func TestDLQConfigsRefused(t *testing.T) {
+	b := mustBroker(t, nil)
+	set := func(name, v string) []kmsg.IncrementalAlterConfigsRequestResourceConfig {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op, c.Value = name, kmsg.IncrementalAlterConfigOpSet, &v
+		return []kmsg.IncrementalAlterConfigsRequestResourceConfig{c}
+	}
+	legacy := func(name, v string) []kmsg.AlterConfigsRequestResourceConfig {
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = name, &v
+		return []kmsg.AlterConfigsRequestResourceConfig{c}
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		var ce *Error
+		if !errors.As(err, &ce) || !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(ce.Message, "dead-letter") {
+			t.Errorf("%s: %v, want INVALID_CONFIG saying there is no dead-letter queue", what, err)
+		}
+	}
+	for name, value := range map[string]string{DLQTopicName: "dlq", DLQCopyRecordEnable: "true"} {
+		refused("Validate "+name, b.Validate(name, value))
+		_, err := b.ApplyIncremental(nil, set(name, value))
+		refused("IncrementalAlterConfigs SET "+name, err)
+		del := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		del.Name, del.Op = name, kmsg.IncrementalAlterConfigOpDelete
+		_, err = b.ApplyIncremental(nil, []kmsg.IncrementalAlterConfigsRequestResourceConfig{del})
+		refused("IncrementalAlterConfigs DELETE "+name, err)
+		_, err = b.ApplyAlter(legacy(name, value))
+		refused("AlterConfigs "+name, err)
+	}
+	for _, c := range b.Describe(nil, nil, true) {
+		if strings.HasPrefix(c.Name, "errors.deadletterqueue.") {
+			t.Errorf("described %s", c.Name)
+		}
+	}
+	if got := b.Describe(nil, []string{DLQTopicName}, false); len(got) != 0 {
+		t.Errorf("described by name: %+v", got)
+	}
+	// An override stored before the configs were refused never took effect: the group's
+	// next change drops it instead of failing.
+	next, err := b.ApplyIncremental(map[string]string{DLQTopicName: "dlq"}, set(ShareAutoOffsetReset, "earliest"))
+	if err != nil || len(next) != 1 || next[ShareAutoOffsetReset] != "earliest" {
+		t.Fatalf("change over a stored DLQ override: %v %v", next, err)
+	}
+}
+
+// Legacy AlterConfigs replaces a group's whole override set, checking it as
+// IncrementalAlterConfigs does.
+func TestApplyAlterReplaces(t *testing.T) {
+	b := mustBroker(t, nil)
+	cfg := func(name string, v *string) kmsg.AlterConfigsRequestResourceConfig {
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = name, v
+		return c
+	}
+	earliest, three := "earliest", "3"
+	next, err := b.ApplyAlter([]kmsg.AlterConfigsRequestResourceConfig{cfg(ShareAutoOffsetReset, &earliest)})
+	if err != nil || len(next) != 1 || next[ShareAutoOffsetReset] != "earliest" {
+		t.Fatalf("alter: %v %v", next, err)
+	}
+	if _, err := b.ApplyAlter([]kmsg.AlterConfigsRequestResourceConfig{cfg(ShareDeliveryCountLimit, &three), cfg(ShareDeliveryCountLimit, &three)}); !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("duplicate keys: %v", err)
+	}
+	if _, err := b.ApplyAlter([]kmsg.AlterConfigsRequestResourceConfig{cfg(ShareDeliveryCountLimit, nil)}); !errors.Is(err, kerr.InvalidRequest) {
+		t.Errorf("null value: %v", err)
+	}
+	if _, err := b.ApplyAlter([]kmsg.AlterConfigsRequestResourceConfig{cfg("share.no.such", &three)}); !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("unknown name: %v", err)
 	}
 }
