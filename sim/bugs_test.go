@@ -1,7 +1,10 @@
 package sim
 
 import (
+	"errors"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactq/exactq/share/sharepartition"
 )
@@ -20,9 +23,9 @@ func TestStageBelowStartOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := []sharepartition.FetchedBatch{{BaseOffset: 0, LastOffset: 0, ProducerID: -1}}
+	batches := []sharepartition.FetchedBatch{{BaseOffset: 0, LastOffset: 0, ProducerID: -1}, {BaseOffset: 1, LastOffset: 1, ProducerID: -1}}
 	acq := func(member string, now int64) {
-		res := sp.Acquire(now, sharepartition.AcquireRequest{Member: member, FetchOffset: sp.NextFetchOffset(), Batches: batch, MaxRecords: 1, BatchSize: 1})
+		res := sp.Acquire(now, sharepartition.AcquireRequest{Member: member, FetchOffset: sp.NextFetchOffset(), Batches: batches, MaxRecords: 1, BatchSize: 1})
 		if res.Count != 1 {
 			t.Fatalf("%s acquired %d records", member, res.Count)
 		}
@@ -38,9 +41,15 @@ func TestStageBelowStartOffset(t *testing.T) {
 	if sp.StartOffset() != 1 {
 		t.Fatalf("SPSO %d, want 1", sp.StartOffset())
 	}
+	acq("c", lockDurationMs+2) // offset 1 is in flight, so the window is not empty
 	// a wakes up and stages its stale copy in its own transaction.
+	// Bug B1 was that this answered success and staged nothing, so the stale member's
+	// transaction committed a duplicate output. Should it come back, this must fail.
 	_, err = sp.StageTxnAcks("a", 8, 0, accept)
-	if err == nil {
-		t.Skip("bug (reported) B1: StageTxnAcks of an offset below the SPSO answers success and stages nothing; the stale member's transaction commits a duplicate output")
+	if !errors.Is(err, kerr.InvalidRecordState) {
+		t.Fatalf("staging offset 0 below the SPSO 1: got %v, want INVALID_RECORD_STATE (bug B1)", err)
+	}
+	if got := sp.Counters().TxnStaged; got != 1 {
+		t.Fatalf("%d offsets staged in all, want 1 (b's): the stale staging must stage nothing", got)
 	}
 }

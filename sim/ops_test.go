@@ -330,7 +330,7 @@ func (w *world) advance(d int64) {
 			at = w.nowMs
 		}
 		w.nowMs = at
-		coordTick(w.coord)
+		w.coord.Tick()
 		w.settle()
 		for p, sp := range w.sps {
 			u := sp.Tick(w.nowMs)

@@ -136,7 +136,7 @@ const (
 
 // world is the simulated broker plus its clients. Everything runs on the test
 // goroutine, except the coordinator's marker jobs, which run while the test goroutine
-// waits for them (coordWork) and so never concurrently with it.
+// waits for them (Coordinator.Quiesce) and so never concurrently with it.
 type world struct {
 	seed  uint64
 	rng   *rand.Rand
@@ -156,7 +156,6 @@ type world struct {
 
 	// volatile (rebuilt by crash)
 	coord *txn.Coordinator
-	work  *sync.WaitGroup
 	store *sharestate.Store
 	sps   [numInputParts]*sharepartition.SharePartition
 
@@ -262,6 +261,8 @@ func (w *world) startCoordinator() {
 		NumPartitions: numTxnParts, MaxTimeoutMs: 900000, AbortTimedOutIntervalMs: 1,
 		TransactionalIDExpirationMs: 1 << 40, RemoveExpiredIntervalMs: 1 << 40,
 		MarkerRetryBackoffMs: markerRetryMs, Now: w.now,
+		// No ticker goroutine: the simulation ticks (advance) and settles itself.
+		ManualTicks: true,
 		// VerifyOrAdd answers CONCURRENT_TRANSACTIONS at once instead of waiting.
 		After: func(time.Duration) <-chan time.Time {
 			ch := make(chan time.Time, 1)
@@ -269,7 +270,6 @@ func (w *world) startCoordinator() {
 			return ch
 		},
 	}
-	setManualTicks(&cfg)
 	parts := make([]coordlog.Partition, len(w.txnLogs))
 	for i, m := range w.txnLogs {
 		parts[i] = m
@@ -278,12 +278,12 @@ func (w *world) startCoordinator() {
 	if err != nil {
 		panic(err)
 	}
-	w.coord, w.work = c, coordWork(c)
+	w.coord = c
 	w.settle()
 }
 
 // settle waits until the coordinator's background work (marker jobs) is done.
-func (w *world) settle() { w.work.Wait() }
+func (w *world) settle() { w.coord.Quiesce() }
 
 func (w *world) produceInput(p, n int) {
 	for n > 0 && w.inEnd[p] < maxInputRecords {

@@ -53,8 +53,11 @@ type Config struct {
 	After  func(time.Duration) <-chan time.Time
 	Logger *slog.Logger
 
-	// manualTicks: no ticker goroutine; tests call tick.
-	manualTicks bool
+	// ManualTicks starts no ticker goroutine: the caller drives marker retries, timeouts
+	// and expiration with Tick, and waits for the background work a step started with
+	// Quiesce. For deterministic tests and simulations only (the simulation in sim/ runs
+	// the coordinator on a simulated clock this way); a broker leaves it false.
+	ManualTicks bool
 }
 
 func (c *Config) defaults() {
@@ -161,7 +164,7 @@ func New(cfg Config, parts []coordlog.Partition, b Broker) (*Coordinator, error)
 		c.startJob(job)
 	}
 	c.mu.Unlock()
-	if !cfg.manualTicks {
+	if !cfg.ManualTicks {
 		c.loop.Add(1)
 		go c.run()
 	}
@@ -400,6 +403,18 @@ func (c *Coordinator) run() {
 		}
 	}
 }
+
+// Tick runs the ticker's body once, at Config.Now: due marker retries, timed-out
+// transaction aborts and id expiration. It is for Config.ManualTicks callers; with the
+// ticker running it only does early what the ticker would do next.
+func (c *Coordinator) Tick() { c.tick() }
+
+// Quiesce waits until the background work started so far (marker writes and their
+// Complete* appends, coordinator-initiated aborts, expirations) is done. It is for
+// Config.ManualTicks callers that drive the coordinator from one goroutine: work started
+// while Quiesce waits (by a request or Tick on another goroutine) may or may not be
+// waited for.
+func (c *Coordinator) Quiesce() { c.work.Wait() }
 
 // tick retries due marker jobs, aborts timed-out transactions every
 // AbortTimedOutIntervalMs and expires idle ids every RemoveExpiredIntervalMs.

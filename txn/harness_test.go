@@ -144,7 +144,7 @@ func newEnvFor(t tester, numParts int32, wrap func(*coordlog.Memory) coordlog.Pa
 	}
 	e.cfg = Config{
 		NumPartitions: numParts, MaxTimeoutMs: 900000, AbortTimedOutIntervalMs: 10000,
-		Now: e.clock.Now, manualTicks: true,
+		Now: e.clock.Now, ManualTicks: true,
 		After: func(time.Duration) <-chan time.Time { return nil },
 	}
 	e.start()
@@ -175,12 +175,12 @@ func (e *env) restart() {
 }
 
 // idle waits until no background work (marker attempts, aborts) is running.
-func (e *env) idle() { e.c.work.Wait() }
+func (e *env) idle() { e.c.Quiesce() }
 
 // tick advances the clock and runs the ticker once, then waits for what it started.
 func (e *env) tick(d time.Duration) {
 	e.clock.advance(d)
-	e.c.tick()
+	e.c.Tick()
 	e.idle()
 }
 

@@ -155,7 +155,7 @@ func TestModel(t *testing.T) {
 		gaveUp := make(chan time.Time)
 		close(gaveUp)
 		e.cfg = Config{NumPartitions: 2, MaxTimeoutMs: 900000, AbortTimedOutIntervalMs: 10000, TwoPhaseCommitEnable: true,
-			Now: e.clock.Now, manualTicks: true, After: func(time.Duration) <-chan time.Time { return gaveUp }}
+			Now: e.clock.Now, ManualTicks: true, After: func(time.Duration) <-chan time.Time { return gaveUp }}
 		e.start()
 		defer func() { e.c.Close() }()
 
