@@ -7,15 +7,25 @@ import (
 	"testing"
 	"time"
 
+	ebroker "github.com/exactq/exactq/broker"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/txnshare"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // KIP-1289 end to end against the in-process broker: share acknowledgements in producer
-// transactions. Skipped while the broker does not advertise TxnShareAcknowledge.
+// transactions. The in-process broker serves TxnShareAcknowledge by default, so a broker
+// that does not advertise it fails the suite rather than skipping it.
 
 func requireTxnShareAck(t *testing.T, addr string) {
+	t.Helper()
+	if !advertisesTxnShareAck(t, addr) {
+		t.Fatalf("the test broker does not advertise TxnShareAcknowledge (key %d), which it serves by default", txnshare.DefaultAPIKey)
+	}
+}
+
+// advertisesTxnShareAck reports whether ApiVersions from addr lists TxnShareAcknowledge.
+func advertisesTxnShareAck(t *testing.T, addr string) bool {
 	t.Helper()
 	nc, err := newNetConfig([]string{addr}, NetConfig{})
 	if err != nil {
@@ -26,8 +36,19 @@ func requireTxnShareAck(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	defer c.close(nil)
-	if _, ok := c.others[txnshare.DefaultAPIKey]; !ok {
-		t.Skipf("broker does not advertise TxnShareAcknowledge (key %d)", txnshare.DefaultAPIKey)
+	_, ok := c.others[txnshare.DefaultAPIKey]
+	return ok
+}
+
+// TestTxnShareAckGate: the gate sees the API on a default broker and its absence on one
+// with the feature turned off (where requireTxnShareAck fails the test; it used to skip).
+func TestTxnShareAckGate(t *testing.T) {
+	if !advertisesTxnShareAck(t, testbroker.Start(t).Addr) {
+		t.Fatal("a default test broker does not advertise TxnShareAcknowledge")
+	}
+	off := testbroker.Start(t, func(c *ebroker.Config) { c.TxnShareAckKey = -1 })
+	if advertisesTxnShareAck(t, off.Addr) {
+		t.Fatal("a broker with TxnShareAckKey -1 advertises TxnShareAcknowledge")
 	}
 }
 

@@ -2,7 +2,11 @@ package topicconfig
 
 import (
 	"errors"
+	"go/parser"
+	"go/token"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -426,13 +430,54 @@ func TestTopicNames(t *testing.T) {
 	}
 }
 
+// TestHonouredListMatchesDoc compares the table's Honoured flags with the package doc's
+// two lists (what exactq acts on, what it only stores and describes), so neither can
+// change without the other.
 func TestHonouredListMatchesDoc(t *testing.T) {
-	for _, n := range NotHonoured() {
-		if Lookup(n).Honoured {
-			t.Fatal(n)
+	honouredDoc, notHonouredDoc := docLists(t)
+	var honoured []string
+	for _, d := range Defs() {
+		if d.Honoured {
+			honoured = append(honoured, d.Name)
 		}
 	}
-	if Lookup(RetentionMs).Honoured == false || Lookup(FlushMs).Honoured {
-		t.Fatal("honoured flags")
+	if !slices.Equal(honouredDoc, honoured) {
+		t.Errorf("doc.go lists as honoured\n  %v\nthe table (Def.Honoured) says\n  %v", honouredDoc, honoured)
 	}
+	if notHonoured := NotHonoured(); !slices.Equal(notHonouredDoc, notHonoured) {
+		t.Errorf("doc.go lists as not acted on\n  %v\nNotHonoured says\n  %v", notHonouredDoc, notHonoured)
+	}
+}
+
+// docLists returns the config names (sorted) of the package doc's paragraph starting
+// "Honoured today" and of the one starting "Stored, validated and described but not acted on".
+func docLists(t *testing.T) (honoured, notHonoured []string) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil || f.Doc == nil {
+		t.Fatalf("reading the package doc: %v", err)
+	}
+	// A config name is a lower-case word, dotted (retention.ms) or not (preallocate).
+	word := regexp.MustCompile(`\b[a-z][a-z0-9]*(?:\.[a-z0-9]+)*\b`)
+	names := func(prefix string) []string {
+		for _, para := range strings.Split(f.Doc.Text(), "\n\n") {
+			if !strings.HasPrefix(para, prefix) {
+				continue
+			}
+			var out []string
+			for _, w := range word.FindAllString(para, -1) {
+				switch {
+				case Lookup(w) != nil:
+					out = append(out, w)
+				case strings.Contains(w, "."):
+					t.Errorf("doc.go names %q, which is no topic config", w)
+				}
+			}
+			slices.Sort(out)
+			return slices.Compact(out)
+		}
+		t.Fatalf("doc.go has no paragraph starting %q", prefix)
+		return nil
+	}
+	return names("Honoured today"), names("Stored, validated and described but not acted on")
 }
