@@ -16,10 +16,7 @@ func FetchCopyingForTest(b *Broker, r *kmsg.FetchRequest) []byte {
 	if code != 0 {
 		panic("FetchCopyingForTest: sessionless fetches only")
 	}
-	responseMax := r.MaxBytes
-	if responseMax <= 0 || r.Version < 3 {
-		responseMax = 1<<31 - 1
-	}
+	responseMax, _ := b.fetchBounds(r)
 	fr, _, _ := b.readFetch(r, sess.targets(), responseMax, r.IsolationLevel == 1)
 	defer fr.Release()
 	fr.finish(sess)

@@ -2,7 +2,9 @@ package broker
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,7 +91,7 @@ func writeJSONAtomic(path string, v any) error {
 }
 
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
+	tmp := tempPath(path)
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
@@ -109,6 +111,33 @@ func writeFileAtomic(path string, b []byte) error {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
+}
+
+// maxFileNameBytes is the longest file name Linux file systems take (NAME_MAX).
+const maxFileNameBytes = 255
+
+// tempPath is the temporary file a replacement of path is written to: path+".tmp", or,
+// where that name would not fit maxFileNameBytes (a topic record of a 247-249 character
+// topic name: "<name>.json.tmp"), a name made of a hash of the file's name. Either ends in
+// ".tmp", which start-up removes from the topics directory.
+func tempPath(path string) string {
+	dir, name := filepath.Split(path)
+	if len(name)+len(".tmp") <= maxFileNameBytes {
+		return path + ".tmp"
+	}
+	sum := sha256.Sum256([]byte(name))
+	return filepath.Join(dir, hex.EncodeToString(sum[:16])+".tmp")
+}
+
+// replaceFileNoSync replaces path with b through a temporary file and a rename, without
+// fsyncs: readers see the old or the new content, but a machine crash may leave either, or
+// an empty or torn file. Only for files whose every such state is safe to read.
+func replaceFileNoSync(path string, b []byte) error {
+	tmp := tempPath(path)
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func syncDir(dir string) error {

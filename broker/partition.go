@@ -35,6 +35,13 @@ type partition struct {
 
 	syncKick chan struct{} // capacity 1: "the log grew, make it durable and advance hw"
 	done     chan struct{}
+
+	// lifeMu serializes the two ends of a partition's life, close (shutdown, a failed
+	// creation) and delete (DeleteTopics), which can race at shutdown: whichever comes
+	// second does nothing, so a deleted partition never gets a producer-state snapshot
+	// written into its removed directory, and done is closed once.
+	lifeMu sync.Mutex
+	ended  bool // guarded by lifeMu
 }
 
 func (p *partition) highWatermark() int64 { return p.hw.Load() }

@@ -128,21 +128,14 @@ func (b *Broker) createTopic(spec topicSpec) (*topic, *adminError) {
 		return nil, newAdminError(kerr.InvalidConfig, "%v", err)
 	}
 	t := &topic{name: spec.name, id: newUUID(), internal: isInternalTopic(spec.name), configs: spec.configs, settings: settings}
-	for i := int32(0); i < spec.partitions; i++ {
-		p, err := b.openPartition(t, i, settings)
-		if err != nil {
-			for _, p := range t.partitions {
-				p.close()
-				os.RemoveAll(partitionDir(b.cfg.DataDir, t.name, p.index))
-			}
-			return nil, newAdminError(kerr.KafkaStorageError, "%v", err)
-		}
-		t.partitions = append(t.partitions, p)
+	parts, err := b.openNewPartitions(t, 0, spec.partitions, settings)
+	if err != nil {
+		return nil, newAdminError(kerr.KafkaStorageError, "%v", err)
 	}
+	t.partitions = parts
 	if err := writeJSONAtomic(b.topics.recordPath(t.name), t.record()); err != nil {
-		for _, p := range t.partitions {
-			p.close()
-		}
+		b.discardNewPartitions(t, 0, parts)
+		b.storageError("create topic", err, "topic", t.name)
 		return nil, newAdminError(kerr.KafkaStorageError, "%v", err)
 	}
 	b.topics.mu.Lock()
@@ -152,6 +145,36 @@ func (b *Broker) createTopic(spec topicSpec) (*topic, *adminError) {
 	b.partitionCount.Add(int64(spec.partitions))
 	b.logger.Info("topic created", "topic", t.name, "partitions", spec.partitions)
 	return t, nil
+}
+
+// openNewPartitions creates partitions [from, to) of t, in parallel (each is a directory,
+// a segment file and fsyncs). If any fails, none is kept: every one is removed with its
+// directory, so a failed creation leaves nothing behind (after a crash, start-up removes
+// the directories of partitions no topic record names).
+func (b *Broker) openNewPartitions(t *topic, from, to int32, settings topicSettings) ([]*partition, error) {
+	parts := make([]*partition, to-from)
+	errs := parallel(len(parts), partitionWorkers, func(i int) error {
+		p, err := b.openPartition(t, from+int32(i), settings)
+		parts[i] = p
+		return err
+	})
+	if err := firstError(errs); err != nil {
+		b.discardNewPartitions(t, from, parts)
+		b.storageError("create partition", err, "topic", t.name)
+		return nil, err
+	}
+	return parts, nil
+}
+
+// discardNewPartitions removes partitions from, from+1, ... of t whose creation is
+// abandoned: the logs that opened and any directory a failed open left.
+func (b *Broker) discardNewPartitions(t *topic, from int32, parts []*partition) {
+	for i, p := range parts {
+		if p != nil {
+			p.delete()
+		}
+		os.RemoveAll(partitionDir(b.cfg.DataDir, t.name, from+int32(i)))
+	}
 }
 
 // autoCreateTopic creates a topic a client asked for in Metadata, with default settings.
@@ -347,11 +370,7 @@ func (b *Broker) deleteTopic(t *topic) error {
 	parts, _ := t.snapshot()
 	b.partitionCount.Add(-int64(len(parts)))
 	for _, p := range parts {
-		close(p.done)
-		p.mu.Lock()
-		p.producers.Release()
-		p.mu.Unlock()
-		if err := p.log.Delete(); err != nil {
+		if err := p.delete(); err != nil {
 			b.logger.Error("deleting partition log", "topic", t.name, "partition", p.index, "err", err)
 		}
 	}
@@ -423,24 +442,16 @@ func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnl
 	if validateOnly {
 		return nil
 	}
-	added := make([]*partition, 0, rt.Count-cur)
-	for i := cur; i < rt.Count; i++ {
-		p, err := b.openPartition(t, i, settings)
-		if err != nil {
-			for _, p := range added {
-				p.close()
-			}
-			return newAdminError(kerr.KafkaStorageError, "%v", err)
-		}
-		added = append(added, p)
+	added, err := b.openNewPartitions(t, cur, rt.Count, settings)
+	if err != nil {
+		return newAdminError(kerr.KafkaStorageError, "%v", err)
 	}
 	// The record with the new count is the commit point; publish the partitions after it.
 	rec := t.record()
 	rec.Partitions = rt.Count
 	if err := writeJSONAtomic(b.topics.recordPath(t.name), rec); err != nil {
-		for _, p := range added {
-			p.close()
-		}
+		b.discardNewPartitions(t, cur, added)
+		b.storageError("create partitions", err, "topic", t.name)
 		return newAdminError(kerr.KafkaStorageError, "%v", err)
 	}
 	t.mu.Lock()

@@ -202,10 +202,37 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 	return p, nil
 }
 
+// close makes the log durable, closes it and saves the producer state next to it. A no-op
+// once the partition was closed or deleted.
 func (p *partition) close() error {
-	close(p.done)
-	if err := p.log.Close(); err != nil {
-		return err
+	return p.end(func() error {
+		if err := p.log.Close(); err != nil {
+			return err
+		}
+		return p.writeProducerSnapshot()
+	})
+}
+
+// delete closes the log and removes its directory. A no-op once the partition was closed:
+// the caller removed the topic record first, so start-up removes the directory instead.
+func (p *partition) delete() error {
+	return p.end(func() error {
+		p.mu.Lock()
+		p.producers.Release()
+		p.mu.Unlock()
+		return p.log.Delete()
+	})
+}
+
+// end runs the partition's last step (close or delete) unless one already ran, after
+// stopping its sync loop.
+func (p *partition) end(last func() error) error {
+	p.lifeMu.Lock()
+	defer p.lifeMu.Unlock()
+	if p.ended {
+		return nil
 	}
-	return p.writeProducerSnapshot()
+	p.ended = true
+	close(p.done)
+	return last()
 }

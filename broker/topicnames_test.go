@@ -1,0 +1,142 @@
+package broker_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/internal/testbroker"
+)
+
+// dataDirEntries lists the data directory's entries whose names start with prefix.
+func dataDirEntries(t *testing.T, dir, prefix string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// Kafka allows topic names of up to 249 characters. Names of 247-249 characters used to
+// fail with KAFKA_STORAGE_ERROR (the topic record's temporary file, "<name>.json.tmp",
+// passed the 255-byte file name limit) and leave their partition directories behind. Each
+// must now be created, produced to, fetched, survive a restart and be deleted without a
+// trace.
+func TestLongestTopicNames(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := newClient(t, tb.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	var names []string
+	for n := 247; n <= 249; n++ {
+		names = append(names, strings.Repeat(string(rune('a'+n-247)), n))
+	}
+	for _, name := range names {
+		resp, err := adm.CreateTopic(ctxT(t), 3, 1, nil, name)
+		if err != nil || resp.Err != nil {
+			t.Fatalf("create %d-character topic: %v %v", len(name), err, resp.Err)
+		}
+		for p := range int32(3) {
+			if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: name, Partition: p, Value: []byte(name[:5])}).FirstErr(); err != nil {
+				t.Fatalf("produce to %d-character topic: %v", len(name), err)
+			}
+		}
+	}
+	check := func() {
+		for _, name := range names {
+			got := consumeAll(t, tb.Addr, name, 3)
+			if len(got) != 3 {
+				t.Fatalf("%d-character topic: records from %d partitions, want 3", len(name), len(got))
+			}
+		}
+	}
+	check()
+	tb.Restart()
+	check()
+	for _, name := range names {
+		if _, err := adm.DeleteTopic(ctxT(t), name); err != nil {
+			t.Fatalf("delete %d-character topic: %v", len(name), err)
+		}
+	}
+	tb.Restart()
+	if got := topicNames(t, cl); len(got) != 0 {
+		t.Fatalf("topics left: %d", len(got))
+	}
+	for _, name := range names {
+		if left := dataDirEntries(t, tb.DataDir, name[:10]); len(left) != 0 {
+			t.Fatalf("left behind: %v", left)
+		}
+	}
+}
+
+// A creation that fails part-way leaves no partition directory: neither when the topic
+// record cannot be written (before the fix its partitions were closed but left on disk) nor
+// when one partition cannot be created (the others that were, and whatever the failed one
+// left, are removed); and a crash mid-create (directories without a record) is cleaned up
+// at start-up.
+func TestFailedTopicCreationLeavesNothing(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := newClient(t, tb.Addr)
+	create := func(name string, partitions int32) error {
+		t.Helper()
+		resp, err := kadm.NewClient(cl).CreateTopic(ctxT(t), partitions, 1, nil, name)
+		if err != nil && !errors.Is(err, resp.Err) {
+			t.Fatal(err)
+		}
+		return resp.Err
+	}
+	// The record's temporary file is a directory: the record cannot be written.
+	long := strings.Repeat("r", 249)
+	for _, name := range []string{"rec", long} {
+		tmp := filepath.Join(tb.DataDir, "topics", name+".json.tmp")
+		if len(name) == 249 {
+			// Its temporary file has a hashed name; block the record itself instead.
+			tmp = filepath.Join(tb.DataDir, "topics", name+".json")
+		}
+		if err := os.Mkdir(tmp, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := create(name, 3); err != kerr.KafkaStorageError {
+			t.Fatalf("create %d-character topic with its record blocked: %v, want KAFKA_STORAGE_ERROR", len(name), err)
+		}
+		if left := dataDirEntries(t, tb.DataDir, name+"-"); len(left) != 0 {
+			t.Fatalf("failed creation left %v", left)
+		}
+		os.Remove(tmp)
+	}
+	// Partition 2's path is taken by a file: its log cannot be opened.
+	if err := os.WriteFile(filepath.Join(tb.DataDir, "part-2"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("part", 4); err != kerr.KafkaStorageError {
+		t.Fatalf("create with a partition blocked: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	if left := dataDirEntries(t, tb.DataDir, "part-"); len(left) != 0 {
+		t.Fatalf("failed creation left %v", left)
+	}
+	// A crash after the partitions were made but before the record: start-up removes them.
+	for _, dir := range []string{long + "-0", long + "-1"} {
+		if err := os.MkdirAll(filepath.Join(tb.DataDir, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb.Restart()
+	if left := dataDirEntries(t, tb.DataDir, long[:10]); len(left) != 0 {
+		t.Fatalf("after a crash mid-create, start-up left %v", left)
+	}
+	if err := create(long, 2); err != nil {
+		t.Fatalf("create after the failures: %v", err)
+	}
+}
