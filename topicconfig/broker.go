@@ -81,7 +81,7 @@ var brokerDefs = []*Def{
 	{Name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", Type: TypeInt, Default: i64(10000), validate: atLeast(1), Valid: "[1,...]", Doc: "How often the transaction coordinator aborts transactions past their timeout."},
 	{Name: "share.coordinator.state.topic.num.partitions", Type: TypeInt, Default: i64(50), validate: atLeast(1), Valid: "[1,...]", Doc: "Partitions of __share_group_state."},
 	{Name: "share.coordinator.snapshot.update.records.per.snapshot", Type: TypeInt, Default: i64(500), validate: atLeast(0), Valid: "[0,...]", Doc: "Share-state updates between snapshots."},
-	{Name: "group.share.max.size", Type: TypeInt, Default: i64(200), validate: atLeast(1), Valid: "[1,...]", Doc: "Most members of one share group."},
+	{Name: "group.share.max.size", Type: TypeInt, Default: i64(200), validate: between(1, 1000), Valid: "[1,...,1000]", Doc: "Most members of one share group (GROUP_MAX_SIZE_REACHED beyond)."},
 	{Name: "group.share.max.share.sessions", Type: TypeInt, Default: i64(2000), validate: atLeast(1), Valid: "[1,...]", Doc: "Most share sessions the broker keeps."},
 	{Name: "group.share.session.timeout.ms", Type: TypeInt, Default: i64(45000), Doc: "Default share-group member session timeout."},
 	{Name: "group.share.min.session.timeout.ms", Type: TypeInt, Default: i64(45000), Doc: "Lower bound of share.session.timeout.ms."},

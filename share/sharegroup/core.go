@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -188,7 +189,7 @@ func (s *shard) heartbeat(nowMs int64, req *kmsg.ShareGroupHeartbeatRequest, cl 
 	}
 	old := g.members[req.MemberID]
 	if old == nil && len(g.members) >= s.cfg.maxSize {
-		return fail(kerr.GroupMaxSizeReached, "The share group has reached its maximum capacity.")
+		return fail(kerr.GroupMaxSizeReached, "The share group has reached its maximum capacity of "+strconv.Itoa(s.cfg.maxSize)+" members.")
 	}
 	isNew := old == nil
 	if isNew {
