@@ -4,6 +4,13 @@
 // so the request and response are written here on kmsg's and kbin's primitives and satisfy
 // kmsg.Request and kmsg.Response: they plug into the same server dispatch and client
 // plumbing as every standard message.
+//
+// Request carries none of kmsg's routing markers (IsTxnCoordinatorRequest and the like): it
+// goes to the leader of the share partitions it acknowledges, as ShareAcknowledge does, so
+// kgo must treat it as a plain broker request. Send it with
+// (*kgo.Client).Broker(leaderID).RetriableRequest on a client built with
+// kgo.MaxVersions(Versions(key)); (*kgo.Client).Request picks any broker, which is the
+// leader only on a single node.
 package txnshare
 
 import (
@@ -12,6 +19,7 @@ import (
 	"github.com/exactq/exactq/internal/decodecost"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // DefaultAPIKey is the key of the KIP's latest draft revision. The KIP has no official key
@@ -70,7 +78,6 @@ func (*Request) MaxVersion() int16          { return 0 }
 func (v *Request) SetVersion(version int16) { v.Version = version }
 func (v *Request) GetVersion() int16        { return v.Version }
 func (*Request) IsFlexible() bool           { return true }
-func (*Request) IsTxnCoordinatorRequest()   {} // not routed to a coordinator; see doc
 func (v *Request) ResponseKind() kmsg.Response {
 	return &Response{APIKey: v.Key(), Version: v.Version}
 }
@@ -282,4 +289,16 @@ func arrayLen(b *kbin.Reader, minElemBytes int) int {
 		return 0
 	}
 	return int(n)
+}
+
+// Versions is kversion.Stable() plus TxnShareAcknowledge v0 at key (0 means DefaultAPIKey).
+// A *kgo.Client sends only the keys of its kgo.MaxVersions, so one that sends
+// TxnShareAcknowledge is built with kgo.MaxVersions(txnshare.Versions(key)).
+func Versions(key int16) *kversion.Versions {
+	if key == 0 {
+		key = DefaultAPIKey
+	}
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(key, 0)
+	return v
 }
