@@ -364,6 +364,7 @@ func (p *partition) rebuildProducerState() error {
 			p.producers = st
 			p.aborted = snap.Aborted
 			from = max(from, st.EndOffset())
+			p.snapshotCurrent = st.EndOffset() == p.log.EndOffset()
 		}
 	}
 	// Headers only (and whole transaction markers): the replay needs nothing else, and

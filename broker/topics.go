@@ -172,17 +172,21 @@ var errTopicExists = errors.New("topic exists")
 // openPartition opens (recovering) one partition log and rebuilds its producer state from
 // the log, so idempotent producers keep their sequence checks across a restart.
 func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*partition, error) {
-	l, err := log.Open(partitionDir(b.cfg.DataDir, t.name, index), settings.log, log.Options{Now: b.now, Logger: b.logger})
+	var p *partition
+	opts := log.Options{Now: b.now, Logger: b.logger}
+	if b.cfg.Fsync == FsyncAlways {
+		// Flushes run only after appends, so after p is set below.
+		opts.OnDurable = func(end int64) { p.advanceHW(end) }
+	}
+	l, err := log.Open(partitionDir(b.cfg.DataDir, t.name, index), settings.log, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}
-	p := &partition{
+	p = &partition{
 		topic:     t,
 		index:     index,
 		log:       l,
 		producers: producerstate.NewWithConfig(b.producerState),
-		syncKick:  make(chan struct{}, 1),
-		done:      make(chan struct{}),
 	}
 	p.unstable.Store(math.MaxInt64)
 	if err := p.rebuildProducerState(); err != nil {
@@ -191,11 +195,6 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 	}
 	if b.cfg.Fsync == FsyncAlways {
 		p.hw.Store(l.DurableEnd())
-		b.bg.Add(1)
-		go func() {
-			defer b.bg.Done()
-			p.syncLoop(func(err error) { b.storageError("fsync", err, "topic", t.name, "partition", index) })
-		}()
 	} else {
 		p.hw.Store(l.EndOffset())
 	}
@@ -206,8 +205,14 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 // once the partition was closed or deleted.
 func (p *partition) close() error {
 	return p.end(func() error {
+		unchanged := p.log.Unchanged()
 		if err := p.log.Close(); err != nil {
 			return err
+		}
+		if unchanged && p.snapshotCurrent {
+			// Nothing was appended since the snapshot was written: it is still the state,
+			// and a partition nothing touched is closed without a write.
+			return nil
 		}
 		return p.writeProducerSnapshot()
 	})
@@ -224,8 +229,7 @@ func (p *partition) delete() error {
 	})
 }
 
-// end runs the partition's last step (close or delete) unless one already ran, after
-// stopping its sync loop.
+// end runs the partition's last step (close or delete) unless one already ran.
 func (p *partition) end(last func() error) error {
 	p.lifeMu.Lock()
 	defer p.lifeMu.Unlock()
@@ -233,6 +237,5 @@ func (p *partition) end(last func() error) error {
 		return nil
 	}
 	p.ended = true
-	close(p.done)
 	return last()
 }

@@ -62,10 +62,7 @@ func (q *flushQueue) drain() {
 		q.queue = q.queue[1:]
 		l.flush.queued, l.flush.running = false, true
 		q.mu.Unlock()
-		_ = l.syncAll() // a failure is sticky (l.failed); waiters read it
-		l.fmu.Lock()
-		l.fcond.Broadcast()
-		l.fmu.Unlock()
+		l.flushed(l.syncAll()) // a failure is sticky (l.failed); waiters read it
 		q.mu.Lock()
 		l.flush.running = false
 		if l.flush.again {
@@ -119,6 +116,21 @@ func (l *Log) Sync() error {
 	l.fcond.Broadcast()
 	l.fmu.Unlock()
 	return err
+}
+
+// SyncAsync asks for everything appended so far to be made durable, without waiting: a
+// flusher does it (sharing the fsync with WaitDurable callers) and then calls
+// Options.OnDurable.
+func (l *Log) SyncAsync() { l.kickFlusher() }
+
+// flushed wakes the durable waiters after a flusher's flush and reports a successful one.
+func (l *Log) flushed(err error) {
+	l.fmu.Lock()
+	l.fcond.Broadcast()
+	l.fmu.Unlock()
+	if err == nil && l.onDurable != nil {
+		l.onDurable(l.durable.Load())
+	}
 }
 
 // syncAll makes everything published so far durable: fdatasync of every segment with

@@ -168,6 +168,12 @@ type Options struct {
 	// their number (files.go).
 	Files *FileCache
 
+	// OnDurable, if set, is called after every successful flush of a flusher (for
+	// WaitDurable or SyncAsync) with the durable end offset, from the flusher goroutine and
+	// outside the log's locks. It must be quick (the broker raises the high watermark there). With it a
+	// caller needs no goroutine of its own per log to follow durability.
+	OnDurable func(durableEnd int64)
+
 	// Logger receives storage errors (a failed write or fsync, logged once per change of
 	// state with the log's directory, not per request) and their end; nil = slog.Default().
 	Logger *slog.Logger
@@ -178,11 +184,12 @@ type Options struct {
 
 // Log is one partition's log. See the package comment for the locking rules.
 type Log struct {
-	dir    string
-	now    func() time.Time
-	cfg    atomic.Pointer[Config]
-	files  *FileCache
-	logger *slog.Logger
+	dir       string
+	now       func() time.Time
+	cfg       atomic.Pointer[Config]
+	files     *FileCache
+	logger    *slog.Logger
+	onDurable func(int64)
 
 	maintMu  sync.Mutex // serializes retention, DeleteRecordsBefore, Compact
 	appendMu sync.Mutex // serializes Append (and so roll); guards active's writer-side fields
@@ -220,7 +227,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, now: opts.Now, files: opts.Files, logger: opts.Logger}
+	l := &Log{dir: dir, now: opts.Now, files: opts.Files, logger: opts.Logger, onDurable: opts.OnDurable}
 	if l.now == nil {
 		l.now = time.Now
 	}

@@ -317,3 +317,24 @@ func TestWaitDurable(t *testing.T) {
 		t.Fatalf("DurableEnd %d, want %d", l.DurableEnd(), last+1)
 	}
 }
+
+// TestSyncAsyncReportsDurable: SyncAsync needs no waiting goroutine of the caller's; the
+// flusher makes the appends durable and reports the durable end through OnDurable.
+func TestSyncAsyncReportsDurable(t *testing.T) {
+	reported := make(chan int64, 16)
+	l, err := Open(memTempDir(t), DefaultConfig(), Options{OnDurable: func(end int64) { reported <- end }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 3; i++ {
+		_, last := appendT(t, l, clone(valueBatch(2, 10, 1))...)
+		l.SyncAsync()
+		for end := int64(-1); end < last+1; {
+			end = <-reported
+		}
+		if l.DurableEnd() < last+1 {
+			t.Fatalf("OnDurable reported %d before DurableEnd reached it (%d)", last+1, l.DurableEnd())
+		}
+	}
+}

@@ -334,6 +334,9 @@ func trimActiveIndexes(dir string, s *segment) error {
 		path string
 		size int64
 	}{{activeIndexPath(dir, s.base), int64(s.rp.nIdx) * indexEntrySize}, {activeTimeIndexPath(dir, s.base), int64(s.rp.nTime) * timeEntrySize}} {
+		if fi, err := os.Stat(t.path); err == nil && fi.Size() == t.size {
+			continue // as it should be: no write (a clean Open writes nothing)
+		}
 		if err := os.Truncate(t.path, t.size); err != nil && !(errors.Is(err, os.ErrNotExist) && t.size == 0) {
 			return err
 		}
