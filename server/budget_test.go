@@ -17,8 +17,9 @@ import (
 // written in small pieces, whose handling does not finish (a Wait that blocks), and one more
 // announces a large frame and stalls. The memory charged for requests never exceeds the
 // budget, the handler never holds more request bytes than the budget, and a small request
-// from another client is still answered at once. Once the attackers' requests finish,
-// every one of them is answered: waiting never deadlocks.
+// from another client is still answered at once. Once the attackers' requests finish, the
+// attackers are answered (those whose frames overran the budget mid-read were closed) and
+// everything charged is released: waiting never deadlocks.
 // With QueuedMaxRequestBytes -1 (unbounded, today's behaviour before the budget) the
 // handler held all 9.6 MB of the attackers' frames.
 func TestRequestBudget(t *testing.T) {
@@ -101,10 +102,10 @@ func TestRequestBudget(t *testing.T) {
 	stalled := dialFrom(t, s, "127.0.0.2")
 	stalled.write(append(binary.BigEndian.AppendUint32(nil, 600<<10), 0, 0))
 
-	// Wait until the attackers hold all they can: no further attacker frame fits.
-	bulk := s.budget.frames.bulkLimitBytes
+	// Wait until the attackers hold all they can: no further frame is admitted.
+	admit := s.budget.frames.admitLimitBytes
 	waitUntil(t, "the attackers fill the budget", func() bool {
-		return s.budget.frames.used()+512<<10 > bulk
+		return s.budget.frames.used()+readerBufBytes > admit
 	})
 
 	victim := dial(t, s)
@@ -119,12 +120,22 @@ func TestRequestBudget(t *testing.T) {
 	}
 
 	close(release)
+	answered := 0
 	for i, c := range conns {
 		for j := range framesEach {
-			if corr, _, err := c.readFrame(); err != nil || corr != int32(i*100+j) {
-				t.Fatalf("attacker %d response %d: corr %d, %v", i, j, corr, err)
+			corr, _, err := c.readFrame()
+			if err != nil {
+				break // closed: its frame overran the budget
 			}
+			if corr != int32(i*100+j) {
+				t.Fatalf("attacker %d response %d: corr %d", i, j, corr)
+			}
+			answered++
 		}
+		c.nc.Close()
+	}
+	if answered == 0 {
+		t.Error("no attacker request was answered")
 	}
 	writers.Wait()
 	close(stopSampling)
@@ -134,6 +145,36 @@ func TestRequestBudget(t *testing.T) {
 	}
 	stalled.nc.Close()
 	waitUntil(t, "every charge is released", func() bool { return s.QueuedRequestBytes() == 0 })
+}
+
+// TestStalledFramesHoldNothing: connections that announce large frames and trickle a few
+// bytes (slowloris) hold only what they sent, so another client's large request is still
+// read and answered. Failed when frames were charged their announced size at the size
+// prefix (as Kafka's MemoryPool does): two such connections reserved the frame pool and the
+// victim's request was never read.
+func TestStalledFramesHoldNothing(t *testing.T) {
+	h := newTestHandler()
+	h.ended = nil
+	s := startServer(t, Config{MaxRequestBytes: 1 << 20, QueuedMaxRequestBytes: 4 << 20}, h)
+	const stalled = 40
+	for range stalled {
+		c := dialFrom(t, s, "127.0.0.2")
+		c.write(append(binary.BigEndian.AppendUint32(nil, 1<<20-100), 0, 3, 0, 9, 0, 0))
+	}
+	waitUntil(t, "every stalled connection is open", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns) == stalled
+	})
+	victim := dial(t, s)
+	req := benchProduce(600 << 10)
+	victim.send(req, 7)
+	if corr, _ := victim.recv(req); corr != 7 {
+		t.Fatalf("correlation id %d", corr)
+	}
+	if got := s.QueuedRequestBytes(); got != 0 {
+		t.Errorf("stalled connections hold %d bytes", got)
+	}
 }
 
 // TestDecodeCostRefused (#17 finding 2): a small frame whose decoding would allocate more
@@ -162,41 +203,46 @@ func TestDecodeCostRefused(t *testing.T) {
 
 func TestMemPool(t *testing.T) {
 	const mib = 1 << 20
-	p := newMemPool(8*mib, 4*mib) // bulk 7 MiB, reserve 1 MiB
+	p := newMemPool(8*mib, 4*mib) // admit within 6 MiB, grow within 7, reserve 1
 	ctx := context.Background()
 	var a, b, first poolShare
-	fits := func(sh *poolShare, n int64) bool {
+	fits := func(sh *poolShare, firstBytes, totalBytes int64) bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.fits(sh, n)
+		return p.fits(sh, firstBytes, totalBytes)
 	}
-	if err := p.acquire(ctx, &a, 4*mib); err != nil {
+	if err := p.acquire(ctx, &a, 4*mib, 4*mib); err != nil {
 		t.Fatal(err)
 	}
-	if fits(&a, mib) || !fits(&b, 3*mib) {
+	if fits(&a, mib, mib) || !fits(&b, mib, 2*mib) {
 		t.Fatal("connection share not applied")
 	}
-	if err := p.acquire(ctx, &b, 3*mib); err != nil {
+	if err := p.acquire(ctx, &b, mib, 3*mib); err != nil {
 		t.Fatal(err)
 	}
-	// The bulk is full: only a connection's first small charge may use the reserve.
-	if !fits(&first, smallChargeBytes) || fits(&b, smallChargeBytes) || fits(&first, smallChargeBytes+1) {
+	// Admission stops at 6 MiB; an admitted frame grows to 7 MiB, no further.
+	if fits(&first, mib+1, 2*mib) || !p.grow(&b, mib) || !p.grow(&b, mib) || p.grow(&b, 1) {
+		t.Fatal("admission and growth limits")
+	}
+	// Only a connection's first small charge may use the reserve.
+	if !fits(&first, smallChargeBytes, smallChargeBytes) || fits(&b, smallChargeBytes, smallChargeBytes) ||
+		fits(&first, smallChargeBytes+1, smallChargeBytes+1) {
 		t.Fatal("reserve not kept for small charges")
 	}
 	// A waiter wakes when bytes are released.
 	done := make(chan error, 1)
 	var c poolShare
-	go func() { done <- p.acquire(ctx, &c, 3*mib) }()
+	go func() { done <- p.acquire(ctx, &c, 2*mib, 2*mib) }()
 	p.release(&a, 4*mib)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got := p.used(); got != 6*mib {
+	if got := p.used(); got != 5*mib {
 		t.Fatalf("used %d", got)
 	}
 	// A wait ends with its context.
 	cctx, cancel := context.WithCancel(ctx)
-	go func() { done <- p.acquire(cctx, &a, 4*mib) }()
+	go func() { done <- p.acquire(cctx, &a, 4*mib, 4*mib) }()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)

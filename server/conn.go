@@ -210,7 +210,7 @@ func (c *conn) chargeDecoded(charge *requestCharge, decodedBytes int64) error {
 	if !pool.canEverFit(decodedBytes) {
 		return fmt.Errorf("%w: decoding would allocate %d bytes", ErrRequestMemory, decodedBytes)
 	}
-	if err := pool.acquire(c.ctx, &c.decodedShare, decodedBytes); err != nil {
+	if err := pool.acquire(c.ctx, &c.decodedShare, decodedBytes, decodedBytes); err != nil {
 		return err
 	}
 	charge.decodedBytes = decodedBytes
@@ -244,8 +244,8 @@ func (c *conn) handle(d *decoded) (reply Reply, ok bool) {
 }
 
 // readFrame reads one size-prefixed frame and returns it without the prefix, charged to the
-// request budget (before its buffer is allocated). It waits past the idle timeout while
-// requests are in flight (a long poll is not idleness).
+// request budget (each part of its buffer before it is allocated or filled). It waits past
+// the idle timeout while requests are in flight (a long poll is not idleness).
 func (c *conn) readFrame(br *bufio.Reader) ([]byte, requestCharge, error) {
 	var none requestCharge
 	var hdr []byte
@@ -271,7 +271,7 @@ func (c *conn) readFrame(br *bufio.Reader) ([]byte, requestCharge, error) {
 	if size < 0 || size > c.s.cfg.MaxRequestBytes {
 		return nil, none, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, c.s.cfg.MaxRequestBytes)
 	}
-	charge, err := c.chargeFrame(br, int(size))
+	charge, err := c.admitFrame(br, int(size))
 	if err != nil {
 		return nil, none, err
 	}
@@ -279,14 +279,7 @@ func (c *conn) readFrame(br *bufio.Reader) ([]byte, requestCharge, error) {
 		c.release(charge)
 		return nil, none, errStopped
 	}
-	var buf []byte
-	if buf = getFrame(int(size)); buf != nil {
-		if _, err = io.ReadFull(br, buf); err != nil {
-			putFrame(buf)
-		}
-	} else {
-		buf, err = readFull(br, int(size))
-	}
+	buf, err := c.fillFrame(br, int(size), &charge)
 	if err != nil {
 		c.release(charge)
 		return nil, none, err
@@ -294,62 +287,74 @@ func (c *conn) readFrame(br *bufio.Reader) ([]byte, requestCharge, error) {
 	return buf, charge, nil
 }
 
-// chargeFrame charges the buffer of a frame of n bytes to the budget, waiting until it
-// fits (the socket is not read meanwhile, so TCP pushes back on the client). A small frame
-// is charged only once it has wholly arrived in the read buffer, so a client announcing
-// small frames and sending nothing holds no budget.
-func (c *conn) chargeFrame(br *bufio.Reader, n int) (requestCharge, error) {
+// admitFrame waits until the first piece of a frame of n bytes has arrived in the read
+// buffer (all of a frame up to readerBufBytes, else readerBufBytes of it) and then until the
+// frame may be read (the socket is not read meanwhile, so TCP pushes back on the client),
+// and charges that piece. A client announcing frames and sending nothing holds no budget.
+func (c *conn) admitFrame(br *bufio.Reader, n int) (requestCharge, error) {
 	pool := c.s.budget.frames
-	chargeBytes := int64(frameClassCap(n))
-	if !pool.canEverFit(chargeBytes) {
+	totalBytes := int64(frameClassCap(n))
+	if !pool.canEverFit(totalBytes) {
 		return requestCharge{}, fmt.Errorf("%w: %d-byte frame", ErrRequestMemory, n)
 	}
-	if chargeBytes <= smallChargeBytes {
-		if !c.armReadDeadline() {
-			return requestCharge{}, errStopped
-		}
-		if _, err := br.Peek(n); err != nil {
-			return requestCharge{}, err
-		}
+	firstBytes := min(totalBytes, readerBufBytes)
+	if !c.armReadDeadline() {
+		return requestCharge{}, errStopped
 	}
-	if err := pool.acquire(c.ctx, &c.frameShare, chargeBytes); err != nil {
+	if _, err := br.Peek(min(n, readerBufBytes)); err != nil {
 		return requestCharge{}, err
 	}
-	return requestCharge{frameBytes: chargeBytes}, nil
+	if err := pool.acquire(c.ctx, &c.frameShare, firstBytes, totalBytes); err != nil {
+		return requestCharge{}, err
+	}
+	return requestCharge{frameBytes: firstBytes}, nil
+}
+
+// errFrameOverrun: frames being read at once outgrew the frame pool; the connection whose
+// frame could not grow is closed rather than made to wait (see budget.go).
+var errFrameOverrun = fmt.Errorf("%w: frames being read outgrew the budget", ErrRequestMemory)
+
+// fillFrame reads an admitted n-byte frame. The charged capacity starts at the admitted
+// first piece and doubles up to the frame's pooled capacity, each step charged before it is
+// allocated (a fresh buffer, copied on growth) or filled (a pooled buffer, allocated
+// already), so a frame holds at most about twice the bytes its client sent.
+func (c *conn) fillFrame(br *bufio.Reader, n int, charge *requestCharge) ([]byte, error) {
+	target := frameClassCap(n)
+	charged := int(charge.frameBytes)
+	pooled := getFrame(n)
+	buf := pooled[:0]
+	if pooled == nil {
+		buf = make([]byte, 0, charged)
+	}
+	for len(buf) < n {
+		if len(buf) == charged {
+			more := min(2*charged, target) - charged
+			if !c.s.budget.frames.grow(&c.frameShare, int64(more)) {
+				putFrame(pooled)
+				return nil, errFrameOverrun
+			}
+			charge.frameBytes += int64(more)
+			charged += more
+			if pooled == nil {
+				grown := make([]byte, len(buf), charged)
+				copy(grown, buf)
+				buf = grown
+			}
+		}
+		m, err := io.ReadFull(br, buf[len(buf):min(charged, n)])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			putFrame(pooled)
+			return nil, err
+		}
+	}
+	return buf, nil
 }
 
 var (
 	errStopped = errors.New("server shutting down")
 	errIdle    = errors.New("idle timeout")
 )
-
-// readChunkBytes bounds how much readFull allocates ahead of data actually received, so a
-// client announcing a huge frame and sending nothing cannot make us allocate the whole size
-// (10000 such connections cost 2.5 GiB at most, not 1 TB). Larger frames grow by doubling.
-const readChunkBytes = 256 << 10
-
-// Frames of pooled sizes end in a buffer of their pooled capacity (see frames.go).
-func readFull(r io.Reader, n int) ([]byte, error) {
-	if n <= readChunkBytes {
-		buf := make([]byte, n, frameClassCap(n))
-		_, err := io.ReadFull(r, buf)
-		return buf, err
-	}
-	buf := make([]byte, 0, readChunkBytes)
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(2*cap(buf), frameClassCap(n)))
-			copy(grown, buf)
-			buf = grown
-		}
-		m, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
-		buf = buf[:len(buf)+m]
-		if err != nil {
-			return nil, err
-		}
-	}
-	return buf, nil
-}
 
 func isTimeout(err error) bool {
 	var ne net.Error
@@ -364,7 +369,7 @@ func (c *conn) logReadEnd(err error) {
 		c.log.Debug("connection closed by peer or writer")
 	case errors.Is(err, errIdle):
 		c.log.Info("closing idle connection", "idle_timeout", c.s.cfg.IdleTimeout)
-	case errors.Is(err, ErrFrameSize):
+	case errors.Is(err, ErrFrameSize), errors.Is(err, ErrRequestMemory):
 		c.log.Warn("closing connection: bad request", "err", err)
 	default:
 		c.log.Debug("connection read ended", "err", err)
