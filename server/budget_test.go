@@ -150,7 +150,7 @@ func TestRequestBudget(t *testing.T) {
 // TestStalledFramesHoldNothing: connections that announce large frames and trickle a few
 // bytes (slowloris) hold only what they sent, so another client's large request is still
 // read and answered. Failed when frames were charged their announced size at the size
-// prefix (as Kafka's MemoryPool does): two such connections reserved the frame pool and the
+// prefix (as Kafka's MemoryPool does): the stalled connections reserved the frame pool and the
 // victim's request was never read.
 func TestStalledFramesHoldNothing(t *testing.T) {
 	h := newTestHandler()
