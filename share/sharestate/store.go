@@ -700,7 +700,9 @@ func normalizeWrite(in []StateBatch) ([]StateBatch, error) {
 	out := slices.Clone(in)
 	for i := range out {
 		b := &out[i]
-		if b.FirstOffset < 0 || b.LastOffset < b.FirstOffset {
+		// The largest offset is refused: a batch reaching it would overflow the window end
+		// (LastOffset+1) and the offset counts of a restore.
+		if b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.LastOffset == math.MaxInt64 {
 			return nil, fmt.Errorf("state batch %d..%d", b.FirstOffset, b.LastOffset)
 		}
 		if b.DeliveryCount < 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"testing"
@@ -287,6 +288,21 @@ func TestWriteDiscardsRegressions(t *testing.T) {
 	f.restart()
 	if again := f.mustRead(k, 0); !reflect.DeepEqual(again, st) {
 		t.Fatalf("replay %+v", again)
+	}
+}
+
+// A batch may span any number of offsets below the largest one, and costs one entry.
+func TestWriteHugeRanges(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	k := key("g", 0)
+	must(t, f.s.Initialize(ctx, k, 0, 0))
+	must(t, f.s.Write(ctx, k, 0, 0, 0, 0, bl(sb(0, 1<<62, StateAvailable, 1), sb(1<<62+1, math.MaxInt64-1, StateArchived, 2))))
+	must(t, f.s.Write(ctx, k, 0, 0, 0, 0, bl(sb(5, 5, StateAcknowledged, 1))))
+	if st := f.mustRead(k, 0); len(st.Batches) != 4 {
+		t.Fatalf("%+v", st.Batches)
+	}
+	if err := f.s.Write(ctx, k, 0, 0, 0, 0, bl(sb(7, math.MaxInt64, StateArchived, 2))); err == nil {
+		t.Fatal("a batch ending at the largest offset was stored")
 	}
 }
 
