@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/exactq/exactq/compress"
+	"github.com/exactq/exactq/internal/alloctest"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -307,6 +309,9 @@ func TestControlBatch(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(mustEncode(f, idempotentHeader(), sampleRecords(3), CodecNone))
 	f.Add(ControlBatch(1, 1, true, 1, 1))
+	for _, codec := range allCodecs[1:] {
+		f.Add(mustEncode(f, idempotentHeader(), sampleRecords(5), codec))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := Parse(b)
 		if err != nil {
@@ -318,7 +323,7 @@ func FuzzParse(f *testing.F) {
 		if len(h.Records) != len(b)-HeaderSize {
 			t.Fatal("records slice does not match length")
 		}
-		_, _ = Validate(b, ValidateOptions{Compacted: true})
+		checkValidate(t, b)
 		_, _ = ParseMarker(&h)
 	})
 }
@@ -334,20 +339,89 @@ func FuzzRecords(f *testing.F) {
 		rb := kmsg.RecordBatch{Attributes: int16(codec % 8), NumRecords: n, LastOffsetDelta: n - 1,
 			ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, Records: payload}
 		b := assemble(rb)
-		recs, err := RecordsLimit(b, 1<<20)
+		recs, err := RecordsLimit(b, fuzzLimit)
 		if err != nil {
 			if KafkaCode(err) <= 0 {
 				t.Fatalf("error %v without Kafka code", err)
 			}
-			return
-		}
-		if len(recs) != int(n) {
+		} else if len(recs) != int(n) {
 			t.Fatalf("%d records, header says %d", len(recs), n)
 		}
-		if _, err := Validate(b, ValidateOptions{}); err != nil && n > 0 {
-			t.Fatalf("Records accepted what Validate rejects: %v", err)
+		if accepted := checkValidate(t, b); accepted && err != nil {
+			t.Fatalf("Validate accepted what Records refuses: %v", err)
 		}
 	})
+}
+
+// FuzzRecordWindow: walking a payload through a stream window of a few bytes (every
+// record larger than it parsed field by field, every field possibly cut by a refill) finds
+// exactly what walking it in place does.
+func FuzzRecordWindow(f *testing.F) {
+	f.Add(int32(4), rawRecords(sampleRecords(4)), uint8(16))
+	f.Add(int32(1), record(auto, 0, 1, []byte("k"), 300, bytes.Repeat([]byte{'v'}, 300)), uint8(10))
+	f.Fuzz(func(t *testing.T, n int32, payload []byte, window uint8) {
+		h := kmsg.RecordBatch{NumRecords: n, LastOffsetDelta: n - 1}
+		if n < 0 || int(n) > len(payload) {
+			return
+		}
+		inPlace := recordReader{buf: payload}
+		want := walkRecords(&h, &inPlace, nil)
+		streamed := recordReader{buf: make([]byte, 0, 10+int(window)), src: bytes.NewReader(payload)}
+		got := walkRecords(&h, &streamed, nil)
+		if (want == nil) != (got == nil) || KafkaCode(want) != KafkaCode(got) {
+			t.Fatalf("in place: %v; through a %d-byte window: %v", want, 10+int(window), got)
+		}
+	})
+}
+
+// fuzzLimit is the decompressed-size limit of the fuzz targets.
+const fuzzLimit = 1 << 20
+
+// checkValidate runs Validate on b and checks what a consumer relies on: b is either
+// refused with a Kafka error code or it validates, and then every record parses with
+// kmsg's record reader and with franz-go's consumer (kgo.ProcessFetchPartition), exactly
+// as many as the header counts, at the header's offsets. What Validate allocates is bounded
+// by the bytes b holds, whatever the header or the compressed payload claim: the
+// decompressor's state and window (compress.MemoryBound, cold pools included) and a
+// little more, never the decompressed size or the record count.
+func checkValidate(t *testing.T, b []byte) (accepted bool) {
+	t.Helper()
+	var h kmsg.RecordBatch
+	var err error
+	allocated := alloctest.Bytes(func() {
+		h, err = Validate(b, ValidateOptions{MaxDecompressedBytes: fuzzLimit, Compacted: len(b)%2 == 0})
+	})
+	bound := uint64(64 << 10)
+	if len(b) > HeaderSize {
+		codec := int8(b[offsetAttributes+1] & AttrCompressionMask)
+		bound += uint64(compress.MemoryBound(codec, b[HeaderSize:], fuzzLimit)) + streamWindowBytes + 512<<10
+	}
+	if allocated > bound {
+		t.Fatalf("Validate allocated %d bytes for a %d-byte batch (bound %d)", allocated, len(b), bound)
+	}
+	if err != nil {
+		if KafkaCode(err) <= 0 {
+			t.Fatalf("error %v without Kafka code", err)
+		}
+		return false
+	}
+	recs, err := RecordsLimit(b, fuzzLimit)
+	if err != nil || len(recs) != int(h.NumRecords) {
+		t.Fatalf("validated, but kmsg reads %d records (%v), header says %d", len(recs), err, h.NumRecords)
+	}
+	rp := &kmsg.FetchResponseTopicPartition{HighWatermark: 1 << 40, LastStableOffset: 1 << 40,
+		RecordBatches: append([]byte(nil), b...)}
+	SetBaseOffset(rp.RecordBatches, 0)
+	fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: "t"}, rp, kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil || len(fp.Records) != int(h.NumRecords) {
+		t.Fatalf("validated, but franz-go reads %d records (%v), header says %d", len(fp.Records), fp.Err, h.NumRecords)
+	}
+	for i, r := range fp.Records {
+		if r.Offset != int64(i) {
+			t.Fatalf("franz-go reads record %d at offset %d", i, r.Offset)
+		}
+	}
+	return true
 }
 
 // BenchmarkParse measures Parse (header decode + CRC-32C) on a 16 KiB batch.

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/exactq/exactq/compress"
+	"github.com/exactq/exactq/internal/alloctest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -43,18 +43,7 @@ func TestValidateBombs(t *testing.T) {
 				if !errors.Is(err, ErrTooLarge) || KafkaCode(err) != kerr.MessageTooLarge.Code {
 					t.Fatalf("got %v, want MESSAGE_TOO_LARGE", err)
 				}
-				// The least of three measurements: a GC emptying the pools during one
-				// does not fail the test; an allocation on every call does.
-				perBatch := ^uint64(0)
-				for range 3 {
-					var before, after runtime.MemStats
-					runtime.ReadMemStats(&before)
-					for range 10 {
-						_, _ = Validate(b, opts)
-					}
-					runtime.ReadMemStats(&after)
-					perBatch = min(perBatch, (after.TotalAlloc-before.TotalAlloc)/10)
-				}
+				perBatch := alloctest.LeastPerCall(3, 10, func() { _, _ = Validate(b, opts) })
 				t.Logf("%d-byte batch: %d bytes allocated per Validate", len(b), perBatch)
 				if perBatch > 64<<10 {
 					t.Fatalf("%d bytes allocated per Validate", perBatch)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/exactq/exactq/internal/alloctest"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/snappy/xerial"
 )
@@ -236,16 +237,39 @@ func FuzzDecompress(f *testing.F) {
 	f.Fuzz(func(t *testing.T, codec uint8, src []byte) {
 		const limit = 1 << 20
 		out, err := DecompressLimit(int8(codec%6), src, limit)
-		if err != nil {
-			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownCodec) {
-				t.Fatalf("untyped error %v", err)
-			}
-			return
+		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownCodec) {
+			t.Fatalf("untyped error %v", err)
 		}
 		if len(out) > limit {
 			t.Fatalf("output %d over limit", len(out))
 		}
+		checkStream(t, int8(codec%6), src, limit, out, err)
 	})
+}
+
+// checkStream: a Reader over src yields exactly what whole decompression did (out, err),
+// through a small buffer, allocating (measured) no more than MemoryBound and a little:
+// never the decompressed size.
+func checkStream(t *testing.T, codec int8, src []byte, limit int, out []byte, wholeErr error) {
+	t.Helper()
+	var got []byte
+	var err error
+	allocated := alloctest.Bytes(func() {
+		var r *Reader
+		if r, err = NewReader(codec, src, limit); err != nil {
+			return
+		}
+		defer r.Close()
+		got, err = readAll(r, 4096)
+	})
+	if (err == nil) != (wholeErr == nil) || err == nil && !bytes.Equal(got, out) {
+		t.Fatalf("stream: %d bytes, %v; whole: %d bytes, %v", len(got), err, len(out), wholeErr)
+	}
+	// readAll's own output grows to len(got); the rest is the Reader's.
+	bound := uint64(MemoryBound(codec, src, limit) + 3*len(got) + 512<<10)
+	if allocated > bound {
+		t.Fatalf("Reader allocated %d bytes for %d compressed bytes (bound %d)", allocated, len(src), bound)
+	}
 }
 
 func benchmarkCodec(b *testing.B, codec int8, decode bool) {

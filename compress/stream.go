@@ -148,7 +148,7 @@ func MemoryBound(codec int8, src []byte, maxBytes int) int {
 		return 2 * lz4BlockBytes(src)
 	case Zstd:
 		window, err := zstdWindow(src, maxBytes)
-		if err != nil {
+		if len(src) == 0 || err != nil {
 			return 0 // NewReader refuses it before decoding anything
 		}
 		return 1<<zstdStreamClass(window) + 2*zstdBlockBytes
@@ -223,6 +223,10 @@ func zstdStreamClass(window int) int {
 }
 
 func (r *Reader) openZstd(src []byte, maxBytes int) error {
+	if len(src) == 0 { // no frame: no output, as DecodeAll has it
+		r.dec = &r.src
+		return nil
+	}
 	window, err := zstdWindow(src, maxBytes)
 	if err != nil {
 		return err

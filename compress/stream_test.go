@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactq/exactq/internal/alloctest"
 	"github.com/klauspost/compress/snappy/xerial"
 	"github.com/klauspost/compress/zstd"
 )
@@ -153,7 +154,7 @@ func TestReaderBombs(t *testing.T) {
 			if bound := MemoryBound(p.codec, p.data, 1<<20); bound > 8<<20+2*zstdBlockBytes {
 				t.Fatalf("%s bomb %d: MemoryBound %d", name, i, bound)
 			}
-			perBomb := bytesPerRun(func() { _ = drainBomb(p, window) })
+			perBomb := alloctest.LeastPerCall(3, 20, func() { _ = drainBomb(p, window) })
 			t.Logf("%s bomb %d (%d bytes): %d bytes allocated per bomb", name, i, len(p.data), perBomb)
 			if perBomb > 256<<10 {
 				t.Fatalf("%s bomb %d: %d bytes allocated per bomb", name, i, perBomb)
@@ -245,21 +246,4 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// bytesPerRun is what f allocates per call, the least of three measurements of 20 calls:
-// a GC that empties the decoder pools during one measurement does not fail the test, an
-// allocation made on every call still does.
-func bytesPerRun(f func()) uint64 {
-	least := ^uint64(0)
-	for range 3 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range 20 {
-			f()
-		}
-		runtime.ReadMemStats(&after)
-		least = min(least, (after.TotalAlloc-before.TotalAlloc)/20)
-	}
-	return least
 }

@@ -10,6 +10,13 @@
 # Targets are found by scanning the packages' _test.go files for `func FuzzXxx(f *testing.F)`,
 # so a new target is picked up without editing this script.
 #
+# The produce-path targets: batch FuzzParse and FuzzRecords (an input is refused with a
+# Kafka code or it validates, and then kmsg and franz-go's consumer read exactly the
+# header's count of records; Validate's allocation stays within the decoder's bound),
+# batch FuzzRecordWindow (a stream window of a few bytes finds what an in-place walk
+# finds), compress FuzzDecompress (streaming equals whole decompression, allocation
+# bounded by MemoryBound).
+#
 # When a target fails, `go test` writes the failing input to <package>/testdata/fuzz/<Target>/
 # and prints it. Reproduce with `go test -run '^<Target>/<file>$' ./<package>`; commit the
 # file with the fix so it stays a regression test (go test runs the testdata corpus always).
