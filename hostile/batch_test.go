@@ -36,6 +36,12 @@ func (rb rawBatch) bytes(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rb.bytesCompressed(t, recs)
+}
+
+// bytesCompressed encodes the batch with recs as its (already compressed) records section.
+func (rb rawBatch) bytesCompressed(t *testing.T, recs []byte) []byte {
+	t.Helper()
 	now := time.Now().UnixMilli()
 	b := binary.BigEndian.AppendUint64(nil, 0)       // base offset
 	b = binary.BigEndian.AppendUint32(b, 0)          // batch length, below

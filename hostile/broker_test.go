@@ -190,7 +190,7 @@ func (b *broker) restart() time.Duration {
 		code, d, err := b.p.Terminate(60 * time.Second)
 		took = d
 		if err != nil || code != 0 {
-			b.t.Errorf("SIGTERM: exit code %d after %v (%v); log tail:\n%s", code, d, err, tail(b.p.Logs(), 20))
+			b.t.Errorf("SIGTERM: exit code %d after %v (%v): %s", code, d, err, crashLine(b.p.Logs()))
 		}
 	}
 	if err := b.start(b.addr); err != nil {

@@ -18,6 +18,7 @@
 // throughput ratio under attack / baseline):
 //
 //	go test ./hostile/                          # CI: every attack scaled down (a few minutes)
+//	go test -v ./hostile/ | grep '^hostile:'    # the summary lines (go test hides them without -v)
 //	go test ./hostile/ -v -run TestSlowloris    # one attack, with the victim's figures
 //	go test ./hostile/ -hostile-full -timeout 60m   # the sizes #17 reported
 //	EXACTQ_TEST_LOG=1 go test ./hostile/ -v     # echo the brokers' stderr

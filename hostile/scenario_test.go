@@ -91,7 +91,7 @@ func runAttack(t *testing.T, a attack) {
 	t.Logf("baseline: %v", base)
 	t.Logf("under attack: %v", under)
 	if !up {
-		t.Errorf("the broker died during the attack (exit %d); log tail:\n%s", b.p.ExitCode(), tail(b.p.Logs(), 15))
+		t.Errorf("the broker died during the attack (exit %d): %s", b.p.ExitCode(), crashLine(b.p.Logs()))
 	}
 	if a.rssBytes > 0 && rss > a.rssBytes {
 		t.Errorf("broker peak RSS %s, bound %s", mib(rss), mib(a.rssBytes))
@@ -148,4 +148,15 @@ func printSummary() {
 		sb.WriteString(formatResult(r) + "\n")
 	}
 	fmt.Fprint(os.Stdout, sb.String())
+}
+
+// crashLine is the first line of a Go crash in logs (fatal error or panic), else the last
+// lines.
+func crashLine(logs string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "runtime: out of memory") {
+			return l
+		}
+	}
+	return "log tail:\n" + tail(logs, 15)
 }

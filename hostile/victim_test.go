@@ -98,6 +98,9 @@ func startVictim(t *testing.T, addr string, share bool) *victim {
 	v := &victim{t: t, acked: map[int32]map[int64]string{}, failures: map[string]int{}}
 	v.prod, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(victimTopic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		// A buffered record ignores ProduceSync's context; without a delivery timeout a
+		// dead broker would hold the victim (and the test) forever.
+		kgo.RecordDeliveryTimeout(15*time.Second),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond }))
 	if err != nil {
@@ -157,27 +160,39 @@ func nextValue() string {
 	return fmt.Sprintf("victim-%09d", victimSeq.n)
 }
 
+// produceOne produces one record and waits for its acknowledgement, at most 15 s (or until
+// the victim stops). A record still in flight after that is given up for the measurement;
+// if it is acknowledged later it still counts as acknowledged.
 func (v *victim) produceOne(ctx context.Context) {
 	val := nextValue()
 	start := time.Now()
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	r, err := v.prod.ProduceSync(pctx, &kgo.Record{Value: []byte(val)}).First()
-	cancel()
+	done := make(chan error, 1)
+	v.prod.Produce(context.Background(), &kgo.Record{Value: []byte(val)}, func(r *kgo.Record, err error) {
+		if err == nil {
+			v.mu.Lock()
+			if v.acked[r.Partition] == nil {
+				v.acked[r.Partition] = map[int64]string{}
+			}
+			v.acked[r.Partition][r.Offset] = val
+			v.mu.Unlock()
+		}
+		done <- err
+	})
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return
+	case <-time.After(15 * time.Second):
+		err = errors.New("no acknowledgement within 15s")
+	}
 	end := time.Now()
-	if ctx.Err() != nil {
-		return
-	}
 	v.produced.add(end, end.Sub(start))
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	if err != nil {
+		v.mu.Lock()
 		v.failures[err.Error()]++
-		return
+		v.mu.Unlock()
 	}
-	if v.acked[r.Partition] == nil {
-		v.acked[r.Partition] = map[int64]string{}
-	}
-	v.acked[r.Partition][r.Offset] = val
 }
 
 func (v *victim) consume(ctx context.Context) {
@@ -344,7 +359,7 @@ func (s stats) String() string {
 // newClient is a victim-side kgo client closed at the end of the test.
 func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RecordDeliveryTimeout(15 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
