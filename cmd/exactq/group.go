@@ -55,20 +55,25 @@ Prints every group name, one a line, sorted.
   -v, --verbose             a table with each group's state, protocol type and coordinator
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
+	return listGroups(ctx, f, args, stdout, nil, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR", func(g client.ListedGroup) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%d", g.Group, orDash(g.State), orDash(g.ProtocolType), g.Coordinator)
+	})
+}
+
+// listGroups runs "group list" and "share list": the names of the groups of types (every
+// type when nil) in the --state states, or with -v a table of header and one row a group.
+func listGroups(ctx context.Context, f *cmdFlags, args []string, stdout io.Writer, types []string, header string, row func(client.ListedGroup) string) error {
 	var states listFlag
 	var verbose bool
 	f.Var(&states, "state", "")
 	f.BoolVar(&verbose, "v", false, "")
 	f.BoolVar(&verbose, "verbose", false, "")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	_, adm, err := f.parseAdmin(args, 0, 0)
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	groups, err := adm.ListGroups(ctx, client.GroupFilter{States: splitList(states)})
+	groups, err := adm.ListGroups(ctx, client.GroupFilter{States: splitList(states), Types: types})
 	if !verbose {
 		for _, g := range groups {
 			fmt.Fprintln(stdout, g.Group)
@@ -76,9 +81,9 @@ Prints every group name, one a line, sorted.
 		return err
 	}
 	tw := newTable(stdout)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR")
+	fmt.Fprintln(tw, header)
 	for _, g := range groups {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.Group, orDash(g.State), orDash(g.ProtocolType), g.Coordinator)
+		fmt.Fprintln(tw, row(g))
 	}
 	if ferr := tw.Flush(); err == nil {
 		err = ferr
@@ -96,11 +101,7 @@ committed offset shows "-".
 
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
-	names, err := f.parse(args, 1, -1)
-	if err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	names, adm, err := f.parseAdmin(args, 1, -1)
 	if err != nil {
 		return err
 	}
@@ -259,11 +260,7 @@ Deletes groups that have no members, with their committed offsets.
 
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
-	names, err := f.parse(args, 1, -1)
-	if err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	names, adm, err := f.parseAdmin(args, 1, -1)
 	if err != nil {
 		return err
 	}

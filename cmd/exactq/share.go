@@ -526,35 +526,9 @@ Prints every share group name, one a line, sorted.
   -v, --verbose             a table with each group's state and coordinator
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
-	var states listFlag
-	var verbose bool
-	f.Var(&states, "state", "")
-	f.BoolVar(&verbose, "v", false, "")
-	f.BoolVar(&verbose, "verbose", false, "")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	groups, err := adm.ListGroups(ctx, client.GroupFilter{States: splitList(states), Types: []string{"share"}})
-	if !verbose {
-		for _, g := range groups {
-			fmt.Fprintln(stdout, g.Group)
-		}
-		return err
-	}
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "GROUP\tSTATE\tCOORDINATOR")
-	for _, g := range groups {
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Group, orDash(g.State), g.Coordinator)
-	}
-	if ferr := tw.Flush(); err == nil {
-		err = ferr
-	}
-	return err
+	return listGroups(ctx, f, args, stdout, []string{"share"}, "GROUP\tSTATE\tCOORDINATOR", func(g client.ListedGroup) string {
+		return fmt.Sprintf("%s\t%s\t%d", g.Group, orDash(g.State), g.Coordinator)
+	})
 }
 
 const shareResetOffsetsUsage = `Usage: exactq share reset-offsets -g GROUP --topic TOPIC[:P,P...] TARGET [flags]

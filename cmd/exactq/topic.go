@@ -38,6 +38,20 @@ func newAdmin(f *cmdFlags) (*client.Admin, error) {
 	return client.NewAdmin(client.AdminConfig{Brokers: f.brokerList(), Net: netConfig()})
 }
 
+// parseAdmin parses args as parse does and connects an admin client to the -b brokers, for
+// the commands that take nothing but positional arguments; the caller closes it.
+func (f *cmdFlags) parseAdmin(args []string, minArgs, maxArgs int) ([]string, *client.Admin, error) {
+	pos, err := f.parse(args, minArgs, maxArgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	adm, err := newAdmin(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pos, adm, nil
+}
+
 func topicCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newCmdFlags("topic create", `Usage: exactq topic create NAME [flags]
 
@@ -92,10 +106,7 @@ func topicCreate(ctx context.Context, args []string, stdout io.Writer) error {
 
 func topicList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newCmdFlags("topic list", "Usage: exactq topic list [-b brokers]\n\nPrints every topic name, one a line, sorted.\n", stdout)
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	_, adm, err := f.parseAdmin(args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -120,11 +131,7 @@ replicas and in-sync replicas, and the configs that are not defaults.
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
 	allConfigs := f.Bool("all-configs", false, "")
-	names, err := f.parse(args, 0, -1)
-	if err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	names, adm, err := f.parseAdmin(args, 0, -1)
 	if err != nil {
 		return err
 	}
@@ -241,11 +248,7 @@ func configSource(c client.ConfigEntry) string {
 
 func topicDelete(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newCmdFlags("topic delete", "Usage: exactq topic delete NAME... [-b brokers]\n", stdout)
-	names, err := f.parse(args, 1, -1)
-	if err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	names, adm, err := f.parseAdmin(args, 1, -1)
 	if err != nil {
 		return err
 	}

@@ -38,10 +38,7 @@ and state.
 `, stdout)
 	var states listFlag
 	f.Var(&states, "state", "")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	_, adm, err := f.parseAdmin(args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -69,11 +66,7 @@ transaction on timeout).
 
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
-	ids, err := f.parse(args, 1, -1)
-	if err != nil {
-		return err
-	}
-	adm, err := newAdmin(f)
+	ids, adm, err := f.parseAdmin(args, 1, -1)
 	if err != nil {
 		return err
 	}
