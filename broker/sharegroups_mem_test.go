@@ -28,9 +28,9 @@ func heapInUse() uint64 {
 }
 
 // An idle share group with one member costs a few KB (issue 17 finding 8: 10,000
-// one-member share groups took 1.15 GB, ~100 KB each).
+// one-member share groups took 1.15 GB, ~100 KB each); a member on a connection of its
+// own adds the connection, which holds no write buffer while idle.
 func TestIdleShareGroupMemory(t *testing.T) {
-	const groups = 800 // each with a share session: under group.share.max.share.sessions (2000)
 	tb := testbroker.Start(t, testbroker.WithConfig(fastShareConfig))
 	cl := newClient(t, tb.Addr)
 	ct, err := kadm.NewClient(cl).CreateTopic(ctxT(t), 1, 1, nil, "q")
@@ -38,8 +38,8 @@ func TestIdleShareGroupMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	topicID := [16]byte(ct.ID)
-	rc := dialRawKafka(t, tb.Addr) // one connection: a connection's own buffers are the server's, not the group's
-	join := func(i int) {
+	shared := dialRawKafka(t, tb.Addr) // a connection's own buffers are the server's, not the group's
+	join := func(rc *rawKafkaConn, i int) {
 		group, member := fmt.Sprintf("group-%05d", i), fmt.Sprintf("member-%015d", i)
 		for epoch, assigned := int32(0), false; !assigned; {
 			resp := rc.heartbeat(t, group, member, epoch, "q")
@@ -60,24 +60,31 @@ func TestIdleShareGroupMemory(t *testing.T) {
 			t.Fatalf("share fetch: %+v", resp)
 		}
 	}
-	join(-1) // the share stack's fixed cost
-	before := heapInUse()
-	for i := range groups {
-		join(i)
-	}
-	perGroup := (int64(heapInUse()) - int64(before)) / groups
-	if path := os.Getenv("EXACTQ_HEAP_PROFILE"); path != "" { // where the bytes are: go tool pprof
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
+	join(shared, -1) // the share stack's fixed cost
+	// Each group's member has a share session: 800 + 800 stay under
+	// group.share.max.share.sessions (2000), 800 connections under max.connections.per.ip.
+	const groups = 800
+	measure := func(what string, limitBytes int64, connect func() *rawKafkaConn, from int) {
+		before := heapInUse()
+		for i := range groups {
+			join(connect(), from+i)
 		}
-		pprof.WriteHeapProfile(f)
-		f.Close()
+		per := (int64(heapInUse()) - int64(before)) / groups
+		if path := os.Getenv("EXACTQ_HEAP_PROFILE"); path != "" { // where the bytes are: go tool pprof
+			f, err := os.Create(path + "." + what)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+		t.Logf("%s: %d bytes per idle one-member share group", what, per)
+		if per > limitBytes {
+			t.Fatalf("%s: an idle one-member share group costs %d bytes, want at most %d", what, per, limitBytes)
+		}
 	}
-	t.Logf("%d bytes per idle one-member share group", perGroup)
-	if perGroup > 8<<10 {
-		t.Fatalf("an idle one-member share group costs %d bytes, want at most 8 KiB", perGroup)
-	}
+	measure("shared-connection", 8<<10, func() *rawKafkaConn { return shared }, 0)
+	measure("own-connection", 48<<10, func() *rawKafkaConn { return dialRawKafka(t, tb.Addr) }, groups)
 }
 
 // rawKafkaConn is a minimal Kafka client on one TCP connection (no client library state, so

@@ -379,17 +379,33 @@ func (c *conn) logReadEnd(err error) {
 // writerBufBytes is the write buffer size; larger writes go straight to the socket.
 const writerBufBytes = 64 << 10
 
+// writers are the connections' write buffers. A connection takes one for the replies it
+// has to write and gives it back once they are flushed, so an idle connection holds none
+// (a member idling in a share group on its own connection cost ~100 KB, issue 17).
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, writerBufBytes) }}
+
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(c.nc, writerBufBytes)
+	var bw *bufio.Writer // nil while every reply is flushed
 	var scratch []byte
 	ok := true
 	for p := range c.replies {
 		if ok {
+			if bw == nil {
+				bw = writers.Get().(*bufio.Writer)
+				bw.Reset(c.nc)
+			}
 			scratch, ok = c.writeReply(bw, p, scratch[:0])
 			if ok && len(c.replies) == 0 {
 				if err := bw.Flush(); err != nil {
 					c.log.Debug("write failed", "err", err)
 					ok = false
+				} else {
+					bw.Reset(nil)
+					writers.Put(bw)
+					bw = nil
+					if cap(scratch) > writerBufBytes {
+						scratch = nil // nor the encoding of a large response
+					}
 				}
 			}
 			if !ok {
@@ -401,7 +417,7 @@ func (c *conn) writeLoop() {
 		c.release(p.charge)
 		c.inflight.Add(-1)
 	}
-	if ok {
+	if ok && bw != nil {
 		c.armWriteDeadline()
 		_ = bw.Flush()
 	}
