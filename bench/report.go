@@ -51,14 +51,11 @@ func WriteMarkdown(w io.Writer, rows []Row) error {
 }
 
 func cpuRSS(r Row) (cpu, rss string) {
-	cpu, rss = "-", "-"
+	cpu = fmtCPU(r.BrokerCPU)
 	if r.BrokerCPU > 0 {
-		cpu = fmt.Sprintf("%.2f s (%.0f%%)", r.BrokerCPU.Seconds(), 100*r.BrokerCPU.Seconds()/r.Elapsed.Seconds())
+		cpu = fmt.Sprintf("%s (%.0f%%)", cpu, 100*r.BrokerCPU.Seconds()/r.Elapsed.Seconds())
 	}
-	if r.BrokerRSS > 0 {
-		rss = fmt.Sprintf("%.0f MiB", float64(r.BrokerRSS)/(1<<20))
-	}
-	return cpu, rss
+	return cpu, fmtMiB(r.BrokerRSS)
 }
 
 func fsyncCol(r Row) string {
@@ -126,10 +123,10 @@ func writeRestartTable(b *strings.Builder, rows []Row) {
 		if rr == nil {
 			continue
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %d | %d | %s | %s | %s | %.0f MiB | %.0f MiB | %.1f | %.2f s | %.0f MiB |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.Target, fsyncCol(r), r.Run, fmtBytes(rr.LogBytes), r.Partitions, rr.InFlight, fmtDur(rr.Serving), fmtDur(rr.FirstFetch),
-			fmtDur(rr.Loaded), float64(rr.RSSBase)/(1<<20), float64(rr.RSSLoaded)/(1<<20), rr.BytesPerInFlight(),
-			r.BrokerCPU.Seconds(), float64(r.BrokerRSS)/(1<<20))
+			fmtDur(rr.Loaded), fmtMiB(rr.RSSBase), fmtMiB(rr.RSSLoaded), fmtBytesPerRecord(rr.BytesPerInFlight()),
+			fmtCPU(r.BrokerCPU), fmtMiB(r.BrokerRSS))
 	}
 }
 
@@ -163,7 +160,8 @@ type Summary struct {
 	System       string
 	Kafka        bool
 	Runs         int
-	// Medians over the runs (RSS: the largest).
+	// Medians over the runs (RSS: the largest), of the runs whose figure is known: CPU and
+	// RSS are unknownFigure, BytesPerRecord NaN, when no run's could be read.
 	RecordsPS, MBps float64
 	P50, P99        time.Duration
 	CPU             time.Duration
@@ -225,11 +223,11 @@ func Summarize(rows []Row, kafkaTarget string) []Summary {
 		rs := by[k]
 		s := Summary{ID: k.id, Workload: k.workload, Partitions: k.partitions, Consumers: k.consumers, System: k.system,
 			Kafka: rs[0].Target == kafkaTarget, Runs: len(rs), Primary: map[int]float64{}}
-		var rps, mb, p50, p99, cpu, serving, first, loaded, bpr []float64
+		var rps, mb, p50, p99, cpu, rss, serving, first, loaded, bpr []float64
 		for _, r := range rs {
 			rps, mb = append(rps, r.RecordsPS), append(mb, r.MBps)
-			p50, p99, cpu = append(p50, float64(r.P50)), append(p99, float64(r.P99)), append(cpu, float64(r.BrokerCPU))
-			s.RSS = max(s.RSS, r.BrokerRSS)
+			p50, p99, cpu = append(p50, float64(r.P50)), append(p99, float64(r.P99)), append(cpu, figure(r.BrokerCPU))
+			rss = append(rss, figure(r.BrokerRSS))
 			switch {
 			case r.Restart != nil:
 				serving, first, loaded = append(serving, float64(r.Restart.Serving)), append(first, float64(r.Restart.FirstFetch)), append(loaded, float64(r.Restart.Loaded))
@@ -243,9 +241,10 @@ func Summarize(rows []Row, kafkaTarget string) []Summary {
 			}
 		}
 		s.RecordsPS, s.MBps = medianOf(rps), medianOf(mb)
-		s.P50, s.P99, s.CPU = time.Duration(medianOf(p50)), time.Duration(medianOf(p99)), time.Duration(medianOf(cpu))
+		s.P50, s.P99, s.CPU = time.Duration(medianOf(p50)), time.Duration(medianOf(p99)), time.Duration(orUnknown(medianKnown(cpu)))
+		s.RSS = int64(orUnknown(maxKnown(rss)))
 		s.Serving, s.FirstFetch, s.Loaded = time.Duration(medianOf(serving)), time.Duration(medianOf(first)), time.Duration(medianOf(loaded))
-		s.BytesPerRecord = medianOf(bpr)
+		s.BytesPerRecord = medianKnown(bpr)
 		out = append(out, s)
 	}
 	return out
@@ -338,8 +337,8 @@ func WriteSummary(w io.Writer, sums []Summary) error {
 		case s.ID == P2 || s.ID == P3:
 			p50, p99 = "-", "-"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %.2f s | %.0f MiB | %s |\n", s.Key(), s.System, s.Runs, rps, mb, p50, p99,
-			s.CPU.Seconds(), float64(s.RSS)/(1<<20), vs)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", s.Key(), s.System, s.Runs, rps, mb, p50, p99,
+			fmtCPU(s.CPU), fmtMiB(s.RSS), vs)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -349,7 +348,7 @@ func WriteSummary(w io.Writer, sums []Summary) error {
 type TargetCheck struct {
 	Target, System, Figure string
 	Met                    bool
-	Known                  bool // false: not measured in this suite
+	Known                  bool // false: not measured in this suite, or unreadable ("unknown")
 }
 
 // CheckTargets evaluates every target of BENCHMARKS.md the summaries allow; loopbackMBps
@@ -415,10 +414,11 @@ func CheckTargets(sums []Summary, loopbackMBps float64) []TargetCheck {
 				Met: s.FirstFetch < 2*time.Second, Figure: fmt.Sprintf("%s (serving %s, all partitions %s)%s", fmtDur(s.FirstFetch), fmtDur(s.Serving), fmtDur(s.Loaded), kf)})
 			kb := ""
 			if k := findKafka(sums, key); k != nil {
-				kb = fmt.Sprintf("; Kafka %.1f B", k.BytesPerRecord)
+				kb = fmt.Sprintf("; Kafka %s B", fmtBytesPerRecord(k.BytesPerRecord))
 			}
-			out = append(out, TargetCheck{Target: "P7 < 32 B of memory per in-flight share record", System: s.System, Known: true,
-				Met: s.BytesPerRecord < 32, Figure: fmt.Sprintf("%.1f B (RSS delta over %d records)%s", s.BytesPerRecord, s.InFlight, kb)})
+			known := !math.IsNaN(s.BytesPerRecord)
+			out = append(out, TargetCheck{Target: "P7 < 32 B of memory per in-flight share record", System: s.System, Known: known,
+				Met: known && s.BytesPerRecord < 32, Figure: fmt.Sprintf("%s B (RSS delta over %d records)%s", fmtBytesPerRecord(s.BytesPerRecord), s.InFlight, kb)})
 		}
 	}
 	return out
@@ -430,7 +430,10 @@ func WriteTargets(w io.Writer, checks []TargetCheck) error {
 	b.WriteString("| target | system | figure | met |\n|---|---|---|---|\n")
 	for _, c := range checks {
 		met := "**no**"
-		if c.Met {
+		switch {
+		case !c.Known:
+			met = "unknown"
+		case c.Met:
 			met = "yes"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", c.Target, c.System, c.Figure, met)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,7 +51,7 @@ type RestartResult struct {
 	// RSSBase is the broker's resident set after a restart with the same log and no share
 	// state (measured once, before the in-flight records were made); RSSLoaded the resident
 	// set after Loaded. BrokerCPU is the CPU time from launch to Loaded; BrokerPeakRSS the
-	// peak resident set then.
+	// peak resident set then. Each is unknownFigure when /proc could not be read.
 	RSSBase, RSSLoaded       int64
 	BrokerCPU                time.Duration
 	BrokerPeakRSS            int64
@@ -58,8 +59,12 @@ type RestartResult struct {
 	SetupProduce, SetupShare time.Duration // time to write the log, and to build the in-flight state
 }
 
-// BytesPerInFlight is the resident-set growth per in-flight share record.
+// BytesPerInFlight is the resident-set growth per in-flight share record; NaN when either
+// resident set is unknown (a read of 0 would pass the < 32 B target).
 func (r RestartResult) BytesPerInFlight() float64 {
+	if r.RSSBase == unknownFigure || r.RSSLoaded == unknownFigure {
+		return math.NaN()
+	}
 	if r.InFlight == 0 {
 		return 0
 	}
@@ -263,15 +268,15 @@ func (rb *restartBench) Setup(ctx context.Context) error {
 		return err
 	}
 	rb.base.BaseServing = time.Since(proc.launched)
-	rb.base.RSSBase = rssNow(proc.pid)
+	rb.base.RSSBase = rssNowFigure(rb.logf, proc.pid)
 	t := time.Now()
 	n, err := buildInFlight(ctx, []string{proc.addr}, rb.group, rb.topic, parts, cfg.Locks)
 	if err := proc.stopAfter(err); err != nil {
 		return err
 	}
 	rb.base.InFlight, rb.base.SetupShare = n, time.Since(t)
-	rb.logf("  %d in-flight share records in %v (log-only restart served after %v, RSS %.0f MiB)", n,
-		rb.base.SetupShare.Round(time.Millisecond), rb.base.BaseServing.Round(time.Millisecond), float64(rb.base.RSSBase)/(1<<20))
+	rb.logf("  %d in-flight share records in %v (log-only restart served after %v, RSS %s)", n,
+		rb.base.SetupShare.Round(time.Millisecond), rb.base.BaseServing.Round(time.Millisecond), fmtMiB(rb.base.RSSBase))
 	return nil
 }
 
@@ -400,9 +405,9 @@ func (rb *restartBench) Measure(ctx context.Context) (RestartResult, error) {
 		}
 	}
 	res.Loaded = time.Since(proc.launched)
-	res.RSSLoaded = rssNow(proc.pid)
+	res.RSSLoaded = rssNowFigure(rb.logf, proc.pid)
 	bp := brokerproc.Attach(proc.pid)
-	res.BrokerCPU, res.BrokerPeakRSS = procCPU(bp), procRSS(bp)
+	res.BrokerCPU, res.BrokerPeakRSS = cpuFigure(rb.logf, bp), peakRSSFigure(rb.logf, bp)
 	if rb.heap != nil {
 		rb.heap()
 		rb.heap = nil
@@ -414,9 +419,6 @@ func (rb *restartBench) Measure(ctx context.Context) (RestartResult, error) {
 	}
 	return res, nil
 }
-
-// rssNow is the current resident set (VmRSS) of pid, 0 if unknown.
-func rssNow(pid int) int64 { return procStatusKB(pid, "VmRSS:") * 1024 }
 
 // freeDiskBytes is the space available to an unprivileged user on the file system of dir.
 func freeDiskBytes(dir string) (int64, error) {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -132,7 +131,8 @@ type Row struct {
 	P50, P99 time.Duration
 	P999     time.Duration
 	// BrokerCPU is the broker's user+system CPU time during the workload and BrokerRSS its
-	// peak resident set so far (started exactq targets on Linux only; 0 otherwise).
+	// peak resident set so far (started exactq targets on Linux only; 0 otherwise;
+	// unknownFigure when /proc could not be read).
 	BrokerCPU time.Duration
 	BrokerRSS int64
 	// Share only: time from creating the consumers to the first record (not in Elapsed),
@@ -428,7 +428,7 @@ func (s *Suite) measure(ctx context.Context, tg Target, partitions int32, run in
 	base := Row{Target: tg.Name, Fsync: tg.Fsync, Partitions: partitions, Run: run, Records: s.Records, RecordBytes: s.RecordBytes}
 
 	s.logf("%s partitions=%d run %d: producing %d × %d B", tg.label(), partitions, run, s.Records, s.RecordBytes)
-	cpu0 := procCPU(proc)
+	cpu0 := cpuFigure(s.logf, proc)
 	prof := s.profile(tg, run, fmt.Sprintf("P1-produce-%dp-%s", partitions, tg.label()))
 	pr, err := Produce(ctx, ProduceConfig{
 		Brokers: brokers, Topic: topic, Partitions: partitions, Records: s.Records, RecordBytes: s.RecordBytes,
@@ -445,12 +445,12 @@ func (s *Suite) measure(ctx context.Context, tg Target, partitions int32, run in
 		row.Workload = fmt.Sprintf("produce@%d/s", s.Rate)
 	}
 	row.P50, row.P99, row.P999 = pr.P50, pr.P99, pr.P999
-	row.BrokerCPU, row.BrokerRSS = procCPU(proc)-cpu0, procRSS(proc)
+	row.BrokerCPU, row.BrokerRSS = cpuBetween(cpu0, cpuFigure(s.logf, proc)), peakRSSFigure(s.logf, proc)
 	rows := []Row{row}
 	s.logf("  %.1f MB/s, %.0f records/s, p50 %v p99 %v p999 %v", row.MBps, row.RecordsPS, row.P50, row.P99, row.P999)
 
 	if s.Consume || s.has(P2) {
-		cpu0 := procCPU(proc)
+		cpu0 := cpuFigure(s.logf, proc)
 		prof := s.profile(tg, run, fmt.Sprintf("P2-consume-%dp-%s", partitions, tg.label()))
 		cr, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: topic,
 			Progress: s.step(P2, fmt.Sprintf("consume %dp", partitions), tg, run, s.Records)})
@@ -463,7 +463,7 @@ func (s *Suite) measure(ctx context.Context, tg Target, partitions int32, run in
 		}
 		row := base
 		row.ID, row.Workload, row.Elapsed, row.MBps, row.RecordsPS = P2, "consume", cr.Elapsed, cr.MBps(), cr.RecordsPerSec()
-		row.BrokerCPU, row.BrokerRSS = procCPU(proc)-cpu0, procRSS(proc)
+		row.BrokerCPU, row.BrokerRSS = cpuBetween(cpu0, cpuFigure(s.logf, proc)), peakRSSFigure(s.logf, proc)
 		rows = append(rows, row)
 		s.logf("  consume %.1f MB/s, %.0f records/s", row.MBps, row.RecordsPS)
 	}
@@ -510,8 +510,8 @@ func (s *Suite) measureShare(ctx context.Context, tg Target, partitions int32, c
 		MaxRecords: s.ShareMaxRecords, FetchMaxBytes: s.ShareFetchBytes, FetchMaxWait: s.ShareFetchWait,
 		GroupConfigs: s.ShareGroupCfg,
 		Progress:     s.step(P3, fmt.Sprintf("share %dc", consumers), tg, run, pr.Records),
-		OnStart:      func() { cpu0 = procCPU(proc) },
-		OnEnd:        func() { cpu1 = procCPU(proc) },
+		OnStart:      func() { cpu0 = cpuFigure(s.logf, proc) },
+		OnEnd:        func() { cpu1 = cpuFigure(s.logf, proc) },
 	})
 	prof()
 	if err != nil {
@@ -523,7 +523,7 @@ func (s *Suite) measureShare(ctx context.Context, tg Target, partitions int32, c
 	row := Row{ID: P3, Target: tg.Name, Fsync: tg.Fsync, Partitions: partitions, Consumers: consumers, Run: run,
 		Workload: "share", Records: sr.Records, RecordBytes: s.RecordBytes,
 		Elapsed: sr.Elapsed, MBps: sr.MBps(), RecordsPS: sr.RecordsPerSec(),
-		BrokerCPU: cpu1 - cpu0, BrokerRSS: procRSS(proc),
+		BrokerCPU: cpuBetween(cpu0, cpu1), BrokerRSS: peakRSSFigure(s.logf, proc),
 		Startup: sr.Startup, Duplicates: sr.Duplicates, Redelivered: sr.Redelivered, StateLag: sr.StateLag}
 	s.logf("  share %.1f MB/s, %.0f records/s (first record after %v; final ack flush %v; per consumer %v; %d duplicates, %d redelivered)",
 		row.MBps, row.RecordsPS, sr.Startup.Round(time.Millisecond), sr.AckDrain.Round(time.Millisecond), sr.PerConsumer, sr.Duplicates, sr.Redelivered)
@@ -555,7 +555,7 @@ func (s *Suite) measurePipeline(ctx context.Context, tg Target, id string, mode 
 		TransactionalID: fmt.Sprintf("bench-%s-%d", mode, uniq), Records: n, CommitInterval: s.CommitInterval,
 		Progress: s.step(id, mode.String(), tg, run, n)}
 	var cpu0 time.Duration
-	cfg.OnStart = func() { cpu0 = procCPU(proc) }
+	cfg.OnStart = func() { cpu0 = cpuFigure(s.logf, proc) }
 	if mode != PipelineEOSGroup {
 		cfg.GroupConfigs = s.ShareGroupCfg
 		cfg.CommitRecords = s.ShareCommitRecords
@@ -566,7 +566,7 @@ func (s *Suite) measurePipeline(ctx context.Context, tg Target, id string, mode 
 	prof := s.profile(tg, run, fmt.Sprintf("%s-%s-%s", id, mode, tg.label()))
 	pr, err := RunPipeline(ctx, cfg)
 	prof()
-	cpu := procCPU(proc) - cpu0
+	cpu := cpuBetween(cpu0, cpuFigure(s.logf, proc))
 	if err != nil {
 		return Row{}, err
 	}
@@ -583,7 +583,7 @@ func (s *Suite) measurePipeline(ctx context.Context, tg Target, id string, mode 
 	}
 	row := Row{ID: id, Target: tg.Name, Fsync: tg.Fsync, Partitions: 1, Run: run, Workload: mode.String(),
 		Records: pr.Records, RecordBytes: s.RecordBytes, Elapsed: pr.Elapsed, MBps: pr.MBps(), RecordsPS: pr.RecordsPerSec(),
-		P50: pr.P50, P99: pr.P99, P999: pr.P999, BrokerCPU: cpu, BrokerRSS: procRSS(proc),
+		P50: pr.P50, P99: pr.P99, P999: pr.P999, BrokerCPU: cpu, BrokerRSS: peakRSSFigure(s.logf, proc),
 		Startup: pr.Startup, Redelivered: pr.Redelivered, Commits: pr.Commits, Aborts: pr.Aborts}
 	s.logf("  %s %.0f records/s, poll→commit p50 %v p99 %v, %d commits, %d aborts", mode, row.RecordsPS, row.P50, row.P99, row.Commits, row.Aborts)
 	return row, terminate(proc)
@@ -638,15 +638,15 @@ func (s *Suite) measureLatency(ctx context.Context, tg Target, rate, run int) (R
 	prof := s.profile(tg, run, "P6-e2e-latency-"+tg.label())
 	lr, err := Latency(ctx, LatencyConfig{Brokers: brokers, Topic: fmt.Sprintf("bench-latency-%d", uniq), Group: fmt.Sprintf("bench-latency-%d", uniq),
 		Consumers: consumers, Rate: rate, Records: n, RecordBytes: max(16, s.RecordBytes),
-		Progress: s.step(P6, "e2e latency", tg, run, n), OnStart: func() { cpu0 = procCPU(proc) },
-		OnEnd: func() { cpu1 = procCPU(proc) }})
+		Progress: s.step(P6, "e2e latency", tg, run, n), OnStart: func() { cpu0 = cpuFigure(s.logf, proc) },
+		OnEnd: func() { cpu1 = cpuFigure(s.logf, proc) }})
 	prof()
 	if err != nil {
 		return Row{}, err
 	}
 	row := Row{ID: P6, Target: tg.Name, Fsync: tg.Fsync, Partitions: 1, Consumers: consumers, Run: run, Workload: "e2e-latency",
 		Records: lr.Records, RecordBytes: max(16, s.RecordBytes), Elapsed: lr.Elapsed, MBps: lr.MBps(), RecordsPS: lr.RecordsPerSec(),
-		P50: lr.P50, P99: lr.P99, P999: lr.P999, BrokerCPU: cpu1 - cpu0, BrokerRSS: procRSS(proc),
+		P50: lr.P50, P99: lr.P99, P999: lr.P999, BrokerCPU: cpuBetween(cpu0, cpu1), BrokerRSS: peakRSSFigure(s.logf, proc),
 		Startup: lr.Startup, Duplicates: lr.Duplicates, StateLag: lr.StateLag, Rate: rate}
 	s.logf("  e2e p50 %v p99 %v p999 %v at %.0f records/s", row.P50, row.P99, row.P999, row.RecordsPS)
 	return row, terminate(proc)
@@ -735,68 +735,10 @@ func (s *Suite) runRestart(ctx context.Context, runs int) ([]Row, error) {
 			rows = append(rows, Row{ID: P7, Target: tg.Name, Fsync: tg.Fsync, Partitions: int32(cfg.Partitions()), Run: run,
 				Workload: "restart", Records: rr.InFlight, RecordBytes: cfg.RecordBytes, Elapsed: rr.FirstFetch,
 				BrokerCPU: rr.BrokerCPU, BrokerRSS: rr.BrokerPeakRSS, Restart: &rr})
-			s.logf("P7 %s run %d: serving after %v, first share fetch after %v, all %d partitions after %v; RSS %.0f → %.0f MiB (%.1f B per in-flight record)",
+			s.logf("P7 %s run %d: serving after %v, first share fetch after %v, all %d partitions after %v; RSS %s → %s (%s B per in-flight record)",
 				tg.label(), run, rr.Serving.Round(time.Millisecond), rr.FirstFetch.Round(time.Millisecond), cfg.Partitions(),
-				rr.Loaded.Round(time.Millisecond), float64(rr.RSSBase)/(1<<20), float64(rr.RSSLoaded)/(1<<20), rr.BytesPerInFlight())
+				rr.Loaded.Round(time.Millisecond), fmtMiB(rr.RSSBase), fmtMiB(rr.RSSLoaded), fmtBytesPerRecord(rr.BytesPerInFlight()))
 		}
 	}
 	return rows, nil
-}
-
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on every
-// Linux architecture Go supports).
-const clockTicks = 100
-
-// procCPU is the user+system CPU time of a running process, from /proc (0 if unavailable).
-func procCPU(p *brokerproc.Process) time.Duration {
-	if p == nil {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesized command name; utime and stime are fields 14 and 15.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(ut+st) * time.Second / clockTicks
-}
-
-// procRSS is the peak resident set (VmHWM) of a running process, from /proc (0 if
-// unavailable).
-func procRSS(p *brokerproc.Process) int64 {
-	if p == nil {
-		return 0
-	}
-	return procStatusKB(p.Pid, "VmHWM:") * 1024
-}
-
-// procStatusKB reads a "key: N kB" line of /proc/<pid>/status (0 if unavailable).
-func procStatusKB(pid int, key string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb
-		}
-	}
-	return 0
 }
