@@ -414,6 +414,7 @@ func (sp *SharePartition) clone() *SharePartition {
 		c.batches[i] = &nb
 	}
 	c.locks = slices.Clone(sp.locks)
+	c.carved = nil
 	return &c
 }
 
