@@ -8,10 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-
-	"github.com/exactq/exactq/bench"
 )
 
 const usage = `exactq: a Kafka-wire-compatible broker with exactly-once share groups
@@ -29,7 +26,6 @@ Usage:
                               list and describe transactional ids
   exactq produce TOPIC        produce stdin lines as records
   exactq consume TOPIC        print records to stdout
-  exactq bench [flags]        whole-system benchmark
   exactq version              print the version
 
 Client commands take -b/--brokers host:port[,...] (default 127.0.0.1:9092).
@@ -63,8 +59,6 @@ func main() {
 			os.Exit(1)
 		}
 		return
-	case "bench":
-		os.Exit(bench.Main(benchArgs(args), os.Stdout, os.Stderr))
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -82,25 +76,6 @@ func main() {
 		stop()
 	}()
 	os.Exit(exitCode(name, run(ctx, args, os.Stdin, os.Stdout, os.Stderr), os.Stderr))
-}
-
-// benchArgs accepts -b/--b as bench's -brokers, as the other commands do. bench keeps its
-// own default (no -brokers: it starts exactq itself), so none is added.
-func benchArgs(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i, a := range args {
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		switch {
-		case a == "-b" || a == "--b":
-			a = "-brokers"
-		case strings.HasPrefix(a, "-b=") || strings.HasPrefix(a, "--b="):
-			a = "-brokers=" + a[strings.Index(a, "=")+1:]
-		}
-		out = append(out, a)
-	}
-	return out
 }
 
 // exitCode prints err and returns the process exit code: 0 on success or -h, 2 for a

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestBrokerLinksNoBenchCode: the broker binary links none of the benchmark driver, its
+// charts or its Maven launcher for Apache Kafka; those live in bench/cmd/exactq-bench.
+func TestBrokerLinksNoBenchCode(t *testing.T) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(goTool, "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	forbidden := []string{
+		"github.com/exactq/exactq/bench", // the driver, bench/kafka (Maven), bench/brokerproc
+		"golang.org/x/image",             // the charts
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("cmd/exactq links %s", dep)
+			}
+		}
+	}
+}
