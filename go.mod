@@ -5,8 +5,10 @@ go 1.26.8
 require (
 	github.com/IBM/sarama v1.61.1
 	github.com/klauspost/compress v1.20.4
+	github.com/magiconair/properties v1.18.13
 	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/prometheus/client_golang v1.25.0
+	github.com/spf13/pflag v1.0.9
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 const usage = `exactq: a Kafka-wire-compatible broker with exactly-once share groups
@@ -54,7 +56,7 @@ func main() {
 	name, args := os.Args[1], os.Args[2:]
 	switch name {
 	case "serve":
-		if err := runServe(args); err != nil {
+		if err := runServe(args); err != nil && !errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintf(os.Stderr, "exactq serve: %v\n", err)
 			os.Exit(1)
 		}

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/magiconair/properties"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
 	"github.com/exactq/exactq/broker"
 	"github.com/exactq/exactq/server"
@@ -77,9 +77,17 @@ var fileKeys = map[string]string{
 }
 
 func runServe(args []string) error {
-	opts := defaultServeOptions()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	configFile := fs.String("config", "", "properties file (key=value lines); flags override it")
+	opts, err := parseServe(args)
+	if err != nil {
+		return err
+	}
+	return serve(opts)
+}
+
+// serveFlags defines serve's flags on fs, bound to opts (which holds their defaults), and
+// returns the --config flag's value.
+func serveFlags(fs *pflag.FlagSet, opts *serveOptions) *string {
+	configFile := fs.String("config", "", "Java properties file (Kafka's server.properties syntax); flags override it")
 	fs.StringVar(&opts.listen, "listen", opts.listen, "address to listen on")
 	fs.StringVar(&opts.advertised, "advertised", "", "host:port advertised to clients (default: the listen address)")
 	fs.StringVar(&opts.dataDir, "data-dir", opts.dataDir, "data directory")
@@ -88,9 +96,9 @@ func runServe(args []string) error {
 	fs.IntVar(&opts.maxRequestBytes, "max-request-bytes", opts.maxRequestBytes, "largest request accepted (socket.request.max.bytes)")
 	fs.IntVar(&opts.maxConnections, "max-connections", opts.maxConnections, "most client connections at once")
 	fs.IntVar(&opts.maxConnectionsPerIP, "max-connections-per-ip", opts.maxConnectionsPerIP,
-		fmt.Sprintf("most connections from one address (max.connections.per.ip); -1: %d, at most 9/10 of -max-connections; 0: only addresses in -max-connections-per-ip-overrides", server.DefaultMaxConnectionsPerIP))
+		fmt.Sprintf("most connections from one address (max.connections.per.ip); -1: %d, at most 9/10 of --max-connections; 0: only addresses in --max-connections-per-ip-overrides", server.DefaultMaxConnectionsPerIP))
 	fs.StringVar(&opts.maxConnectionsPerIPOverrides, "max-connections-per-ip-overrides", "", "per-address limits, host:count,... (max.connections.per.ip.overrides)")
-	fs.IntVar(&opts.plaintextMaxConnections, "plaintext-max-connections", 0, "most connections on the PLAINTEXT listener (listener.name.plaintext.max.connections); 0: only -max-connections")
+	fs.IntVar(&opts.plaintextMaxConnections, "plaintext-max-connections", 0, "most connections on the PLAINTEXT listener (listener.name.plaintext.max.connections); 0: only --max-connections")
 	fs.Int64Var(&opts.queuedMaxRequestBytes, "queued-max-request-bytes", opts.queuedMaxRequestBytes,
 		"memory for requests being read, decoded or queued, over all connections (queued.max.request.bytes); -1: unbounded")
 	fs.DurationVar(&opts.idleTimeout, "idle-timeout", opts.idleTimeout, "close connections idle this long")
@@ -98,62 +106,75 @@ func runServe(args []string) error {
 	fs.StringVar(&opts.logLevel, "log-level", opts.logLevel, "debug, info, warn or error")
 	fs.StringVar(&opts.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
 	fs.IntVar(&opts.txnShareAckKey, "txn-share-ack-key", 95, "API key of KIP-1289's TxnShareAcknowledge; -1 turns transactional share acknowledgements off")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *configFile != "" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if err := applyConfigFile(*configFile, fs, set, opts.brokerConfigs); err != nil {
-			return err
-		}
-	}
-	return serve(opts)
+	return configFile
 }
 
-// applyConfigFile reads key=value lines (# comments) and applies each to its flag unless
-// the flag was given on the command line.
-func applyConfigFile(path string, fs *flag.FlagSet, explicit map[string]bool, brokerConfigs map[string]string) error {
-	f, err := os.Open(path)
+// parseServe parses serve's command line, then the --config file for the flags not given.
+func parseServe(args []string) (serveOptions, error) {
+	opts := defaultServeOptions()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	configFile := serveFlags(fs, &opts)
+	if err := fs.Parse(args); err != nil {
+		return opts, err
+	}
+	if fs.NArg() > 0 {
+		return opts, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *configFile != "" {
+		if err := applyConfigFile(*configFile, fs, opts.brokerConfigs); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
+
+// applyConfigFile reads a Java properties file, as Kafka reads server.properties
+// (java.util.Properties.load of the file's bytes: ISO-8859-1, "=", ":" or whitespace
+// separators, "#" and "!" comments, "\" line continuations, \t \n \uXXXX escapes), and
+// applies each key to its flag unless the flag was given on the command line (fs.Changed).
+// Values are trimmed, as Kafka's ConfigDef trims them.
+func applyConfigFile(path string, fs *pflag.FlagSet, brokerConfigs map[string]string) error {
+	buf, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return fmt.Errorf("%s:%d: expected key=value", path, n)
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		flagName, isFlag := fileKeys[k]
-		if !isFlag && strings.HasPrefix(k, "listener.name.") {
-			// exactq has one listener, PLAINTEXT; a limit for another would be ignored.
-			return fmt.Errorf("%s:%d: %s: exactq has no such listener (only listener.name.plaintext.*)", path, n, k)
-		}
-		if !isFlag {
-			brokerConfigs[k] = v
-			continue
-		}
-		if explicit[flagName] {
-			continue
-		}
-		if k == "connections.max.idle.ms" {
-			ms, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%s:%d: %s: %v", path, n, k, err)
-			}
-			v = (time.Duration(ms) * time.Millisecond).String()
-		}
-		if err := fs.Set(flagName, v); err != nil {
-			return fmt.Errorf("%s:%d: %s: %v", path, n, k, err)
+	// DisableExpansion: java.util.Properties has no ${key} expansion; "${x}" is a value.
+	loader := properties.Loader{Encoding: properties.ISO_8859_1, DisableExpansion: true}
+	props, err := loader.LoadBytes(buf)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, k := range props.Keys() {
+		raw, _ := props.Get(k)
+		if err := applyConfigKey(fs, k, strings.TrimSpace(raw), brokerConfigs); err != nil {
+			return fmt.Errorf("%s: %s: %w", path, k, err)
 		}
 	}
-	return sc.Err()
+	return nil
+}
+
+// applyConfigKey sets the flag a file key maps to (fileKeys) or records it as a broker config.
+func applyConfigKey(fs *pflag.FlagSet, k, v string, brokerConfigs map[string]string) error {
+	flagName, isFlag := fileKeys[k]
+	if !isFlag && strings.HasPrefix(k, "listener.name.") {
+		// exactq has one listener, PLAINTEXT; a limit for another would be ignored.
+		return errors.New("exactq has no such listener (only listener.name.plaintext.*)")
+	}
+	if !isFlag {
+		brokerConfigs[k] = v
+		return nil
+	}
+	if fs.Changed(flagName) {
+		return nil
+	}
+	if k == "connections.max.idle.ms" {
+		ms, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		v = (time.Duration(ms) * time.Millisecond).String()
+	}
+	return fs.Set(flagName, v)
 }
 
 func serve(opts serveOptions) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"io"
 	"net/http/httptest"
 	"net/netip"
@@ -42,12 +41,7 @@ func TestConnectionLimitKeys(t *testing.T) {
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		opts := defaultServeOptions()
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.IntVar(&opts.maxConnectionsPerIP, "max-connections-per-ip", opts.maxConnectionsPerIP, "")
-		fs.StringVar(&opts.maxConnectionsPerIPOverrides, "max-connections-per-ip-overrides", "", "")
-		fs.IntVar(&opts.plaintextMaxConnections, "plaintext-max-connections", 0, "")
-		return opts, applyConfigFile(path, fs, map[string]bool{}, map[string]string{})
+		return parseServe([]string{"--config", path})
 	}
 	opts, err := parse("max.connections.per.ip=7\nmax.connections.per.ip.overrides=10.0.0.1:9\nlistener.name.plaintext.max.connections=30\n")
 	if err != nil || opts.maxConnectionsPerIP != 7 || opts.maxConnectionsPerIPOverrides != "10.0.0.1:9" || opts.plaintextMaxConnections != 30 {
@@ -88,5 +82,48 @@ func TestQueuedRequestBytesMetric(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), "exactq_queued_request_bytes 0") {
 		t.Errorf("metrics lack exactq_queued_request_bytes:\n%s", body)
+	}
+}
+
+// TestConfigFileJavaProperties: --config reads a Java properties file as Kafka reads
+// server.properties: ":" and whitespace separators, "!" comments, "\" continuations (the next
+// line's leading whitespace dropped), \t \n \uXXXX escapes, escaped separators in keys, and
+// the last of a repeated key. Failed before: the parser took only key=value lines.
+func TestConfigFileJavaProperties(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "server.properties")
+	text := "! a comment in Java's other style\n" +
+		"# and the usual one\n" +
+		"   listen : 127.0.0.1:19092\n" +
+		"data.dir /var/lib/exactq\n" +
+		"log.retention.hours=1\\\n" +
+		"     68\n" +
+		"message.format=a\\tb\\nc\n" +
+		"ssl.principal=caf\\u00e9\n" +
+		"key\\:with\\=separators = x\n" +
+		"fsync=always\n" +
+		"fsync=never\n" +
+		"node.id=7\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// --node-id on the command line wins over the file's node.id.
+	opts, err := parseServe([]string{"--config", path, "--node-id", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.listen != "127.0.0.1:19092" || opts.dataDir != "/var/lib/exactq" || opts.fsync != "never" || opts.nodeID != 3 {
+		t.Errorf("flags from the file: listen %q data-dir %q fsync %q node-id %d", opts.listen, opts.dataDir, opts.fsync, opts.nodeID)
+	}
+	want := map[string]string{
+		"log.retention.hours": "168", "message.format": "a\tb\nc", "ssl.principal": "caf\u00e9",
+		"key:with=separators": "x",
+	}
+	for k, v := range want {
+		if got := opts.brokerConfigs[k]; got != v {
+			t.Errorf("broker config %q = %q, want %q", k, got, v)
+		}
+	}
+	if len(opts.brokerConfigs) != len(want) {
+		t.Errorf("broker configs %q, want %q", opts.brokerConfigs, want)
 	}
 }
