@@ -1,6 +1,8 @@
 package log
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -99,6 +101,9 @@ func (l *Log) WaitDurable(end int64) error {
 		}
 		l.kickFlusher()
 		l.fcond.Wait()
+		if l.flushErr != nil && l.durable.Load() < end {
+			return l.flushErr
+		}
 	}
 	return nil
 }
@@ -123,9 +128,23 @@ func (l *Log) Sync() error {
 // Options.OnDurable.
 func (l *Log) SyncAsync() { l.kickFlusher() }
 
+// retryableSyncError is a flush failure that lost nothing (a segment file that could not be
+// reopened, index files that could not be written): unlike a failed fsync it is not
+// sticky, and WaitDurable returns it to the waiters of that flush.
+type retryableSyncError struct{ err error }
+
+func (e *retryableSyncError) Error() string { return e.err.Error() }
+func (e *retryableSyncError) Unwrap() error { return e.err }
+
 // flushed wakes the durable waiters after a flusher's flush and reports a successful one.
 func (l *Log) flushed(err error) {
+	var re *retryableSyncError
 	l.fmu.Lock()
+	if errors.As(err, &re) {
+		l.flushErr = re.err
+	} else {
+		l.flushErr = nil
+	}
 	l.fcond.Broadcast()
 	l.fmu.Unlock()
 	if err == nil && l.onDurable != nil {
@@ -173,12 +192,19 @@ func (l *Log) syncAll() error {
 	for _, j := range jobs {
 		if j.size > j.s.durable {
 			if err := j.s.fdatasync(); err != nil {
+				var re *retryableSyncError
+				if errors.As(err, &re) {
+					return err // the file could not be opened: nothing was lost, retry later
+				}
 				return l.fail(err)
 			}
 		}
 		if j.idx {
 			if err := writeIndexFiles(l.dir, j.s); err != nil {
-				return l.fail(err)
+				// The data is durable; only its index files are missing (a full disk, say).
+				// Not sticky: the next flush writes them, and until then this flush's
+				// waiters get the error (KAFKA_STORAGE_ERROR) and the durable end stays.
+				return &retryableSyncError{l.writeFailed(fmt.Errorf("log: %s: index files of segment %d: %w", l.dir, j.s.base, err))}
 			}
 			// What the segment's recovery point described while it was active is now in
 			// its index files. Best effort: Open removes a closed segment's leftovers.

@@ -135,3 +135,49 @@ func TestFullDisk(t *testing.T) {
 		t.Fatalf("failure logged %d times in all, want once", n)
 	}
 }
+
+// TestFullDiskAtRoll: a roll while the disk is full leaves the closed segment's index files
+// unwritten; that is retried, not taken for a lost write, so appends and durable waits
+// resume when space returns. Failed before: the failed index write was sticky, and every
+// later append failed until the log was reopened.
+func TestFullDiskAtRoll(t *testing.T) {
+	disk := smallDisk(t, 1<<20)
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 64 << 10 // three ~16.5 KB batches fit, the fourth rolls
+	l, err := Open(filepath.Join(disk, "p-0"), cfg, Options{Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 3; i++ {
+		appendT(t, l, clone(valueBatch(4, 4<<10, 1))...)
+	}
+	filler := fill(t, disk)
+	if _, _, err := l.Append(clone(valueBatch(4, 4<<10, 1))); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
+	}
+	if l.NumSegments() != 2 {
+		t.Fatalf("%d segments: the append did not roll", l.NumSegments())
+	}
+	if err := l.WaitDurable(l.EndOffset()); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("WaitDurable with the closed segment's index files unwritable: %v, want ENOSPC", err)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	_, last := appendT(t, l, clone(valueBatch(4, 4<<10, 1))...)
+	if err := l.WaitDurable(last + 1); err != nil {
+		t.Fatalf("WaitDurable after space returned: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(filepath.Join(disk, "p-0"), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if rec := l.Recovery(); !rec.Clean || l.EndOffset() != last+1 {
+		t.Fatalf("reopened: %+v, end %d; want a clean start at %d", rec, l.EndOffset(), last+1)
+	}
+}

@@ -220,6 +220,9 @@ type Log struct {
 	fmu     sync.Mutex
 	fcond   *sync.Cond
 	flush   flushState // guarded by flushers.mu
+	// flushErr is the retryable error of the last flusher flush (nil if it succeeded),
+	// returned to its waiters. Guarded by fmu.
+	flushErr error
 }
 
 // Open opens (creating if needed) the log in dir and recovers it (see the package comment).

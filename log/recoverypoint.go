@@ -538,7 +538,7 @@ func (s *segment) loadTrustedIndex(dir string, m markerSeg) (bool, error) {
 func (s *segment) fdatasync() error {
 	h, err := s.file.acquire()
 	if err != nil {
-		return err
+		return &retryableSyncError{fmt.Errorf("log: reopen segment %d for fsync: %w", s.base, err)}
 	}
 	defer h.release()
 	return unix.Fdatasync(int(h.f.Fd()))
