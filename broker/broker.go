@@ -197,6 +197,9 @@ func (b *Broker) load() error {
 	if b.pids, err = openProducerIDs(b.cfg.DataDir); err != nil {
 		return err
 	}
+	if err := b.pids.reserveFirst(); err != nil {
+		b.storageError("reserve producer ids", err)
+	}
 	if b.groupCfg, err = openGroupConfigs(b.cfg.DataDir, b.cfg.BrokerConfigs); err != nil {
 		return err
 	}
@@ -245,7 +248,7 @@ func (b *Broker) load() error {
 	if err := firstError(errs); err != nil {
 		for _, s := range slots {
 			if p := s.t.partitions[s.i]; p != nil {
-				p.close()
+				b.closePartition(p)
 			}
 		}
 		clear(b.topics.byName)
@@ -296,7 +299,14 @@ func (b *Broker) closeLogs() error {
 		ps, _ := t.snapshot()
 		parts = append(parts, ps...)
 	}
-	return errors.Join(parallel(len(parts), partitionWorkers, func(i int) error { return parts[i].close() })...)
+	return errors.Join(parallel(len(parts), partitionWorkers, func(i int) error { return b.closePartition(parts[i]) })...)
+}
+
+// closePartition closes a partition at shutdown, logging a snapshot it could not save.
+func (b *Broker) closePartition(p *partition) error {
+	return p.close(func(err error) {
+		b.storageError("producer-state snapshot", err, "topic", p.topic.name, "partition", p.index)
+	})
 }
 
 // housekeeping runs retention and compaction on every partition periodically.

@@ -96,7 +96,7 @@ func (b *Broker) handleInitProducerID(req *server.Request, r *txnwire.InitProduc
 	// bumps matter only for transactional ids): Kafka does the same.
 	id, err := b.pids.allocate()
 	if err != nil {
-		b.logger.Error("allocating producer id", "err", err)
+		b.storageError("reserve producer ids", err)
 		resp.ErrorCode = kerr.KafkaStorageError.Code
 		return server.Reply{Resp: resp}
 	}

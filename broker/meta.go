@@ -135,6 +135,7 @@ func tempPath(path string) string {
 func replaceFileNoSync(path string, b []byte) error {
 	tmp := tempPath(path)
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)
@@ -172,7 +173,7 @@ type producerIDFile struct {
 	Reserved int64 `json:"reserved_up_to"`
 }
 
-// openProducerIDs loads the reservation and reserves the next block durably.
+// openProducerIDs loads the reservation; reserveFirst then reserves the next block.
 func openProducerIDs(dir string) (*producerIDs, error) {
 	p := &producerIDs{path: filepath.Join(dir, "producer-ids.json")}
 	b, err := os.ReadFile(p.path)
@@ -187,10 +188,16 @@ func openProducerIDs(dir string) (*producerIDs, error) {
 	default:
 		return nil, err
 	}
-	if err := p.reserve(); err != nil {
-		return nil, err
-	}
 	return p, nil
+}
+
+// reserveFirst reserves the first block at start-up. A failure (a full disk) does not stop
+// the broker from starting, serving reads and the producers it knows: the first
+// InitProducerId tries again, and is answered KAFKA_STORAGE_ERROR while it fails.
+func (p *producerIDs) reserveFirst() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reserve()
 }
 
 // reserve makes the next block durable. Called with mu held, or before p is shared.

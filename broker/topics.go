@@ -202,8 +202,9 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 }
 
 // close makes the log durable, closes it and saves the producer state next to it. A no-op
-// once the partition was closed or deleted.
-func (p *partition) close() error {
+// once the partition was closed or deleted. The snapshot only saves start-up work, so a
+// failure to write it (a full disk) is logged, not returned.
+func (p *partition) close(onSnapshotErr func(error)) error {
 	return p.end(func() error {
 		unchanged := p.log.Unchanged()
 		if err := p.log.Close(); err != nil {
@@ -214,7 +215,10 @@ func (p *partition) close() error {
 			// and a partition nothing touched is closed without a write.
 			return nil
 		}
-		return p.writeProducerSnapshot()
+		if err := p.writeProducerSnapshot(); err != nil {
+			onSnapshotErr(err)
+		}
+		return nil
 	})
 }
 
