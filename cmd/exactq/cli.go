@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/exactq/exactq/client"
+	"github.com/spf13/pflag"
 )
 
 // defaultBrokers is the -b/--brokers default of every client command.
@@ -34,21 +34,21 @@ func usagef(format string, args ...any) error {
 var errHelp = errors.New("help requested")
 
 // cmdFlags is a command's flag set with its usage text and the -b/--brokers flag every
-// client command has. Flags may come before, between or after positional arguments.
+// client command has. Flags are GNU-style (pflag): --name, -x shorthands, and they may come
+// before, between or after positional arguments ("--" ends them).
 type cmdFlags struct {
-	*flag.FlagSet
+	*pflag.FlagSet
 	usage   string
 	stdout  io.Writer
 	brokers string
 }
 
 func newCmdFlags(name, usage string, stdout io.Writer) *cmdFlags {
-	f := &cmdFlags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), usage: usage, stdout: stdout}
+	f := &cmdFlags{FlagSet: pflag.NewFlagSet(name, pflag.ContinueOnError), usage: usage, stdout: stdout}
 	// Parse errors become usageErrors printed once by main; -h prints usage to stdout.
 	f.SetOutput(io.Discard)
 	f.Usage = func() {}
-	f.StringVar(&f.brokers, "b", defaultBrokers, "")
-	f.StringVar(&f.brokers, "brokers", defaultBrokers, "")
+	f.StringVarP(&f.brokers, "brokers", "b", defaultBrokers, "")
 	return f
 }
 
@@ -72,31 +72,18 @@ func withCmd(err error, cmd string) error {
 	return err
 }
 
-// parse parses args, allowing flags after positional arguments ("--" ends the flags), and
-// returns the positional arguments. Their count must be in [minArgs, maxArgs] (maxArgs < 0:
-// no limit).
+// parse parses args and returns the positional arguments. Their count must be in
+// [minArgs, maxArgs] (maxArgs < 0: no limit).
 func (f *cmdFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
-	var pos []string
-	for {
-		err := f.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(f.stdout, f.usage)
-			return nil, errHelp
-		}
-		if err != nil {
-			return nil, usagef("%v", err)
-		}
-		rest := f.Args()
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" && !f.isFlagValue(args, used-1) {
-			pos = append(pos, rest...) // everything after "--" is positional
-			break
-		}
-		if len(rest) == 0 {
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+	err := f.Parse(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprint(f.stdout, f.usage)
+		return nil, errHelp
 	}
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	pos := f.Args()
 	switch {
 	case len(pos) < minArgs:
 		return nil, usagef("missing arguments (want at least %d, got %d)", minArgs, len(pos))
@@ -106,30 +93,11 @@ func (f *cmdFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) 
 	return pos, nil
 }
 
-// isFlagValue reports whether args[i] was consumed as the value of the flag before it
-// ("-k --" sets -k to "--"; it does not end the flags).
-func (f *cmdFlags) isFlagValue(args []string, i int) bool {
-	if i == 0 {
-		return false
-	}
-	prev := args[i-1]
-	if !strings.HasPrefix(prev, "-") || prev == "-" || prev == "--" || strings.Contains(prev, "=") {
-		return false
-	}
-	fl := f.Lookup(strings.TrimLeft(prev, "-"))
-	if fl == nil {
-		return false
-	}
-	if bf, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
-		return false
-	}
-	return true
-}
-
 // listFlag is a repeatable string flag.
 type listFlag []string
 
 func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Type() string   { return "strings" }
 func (l *listFlag) Set(s string) error {
 	*l = append(*l, s)
 	return nil

@@ -520,9 +520,11 @@ func TestFlagsAfterArguments(t *testing.T) {
 		{[]string{"-k", "--", "t"}, "t", "--"}, // "--" as the value of -k
 		{[]string{"-k=--", "--", "-t"}, "-t", "--"},
 		{[]string{"--", "-t"}, "-t", ""},
+		{[]string{"t", "--key-delimiter", ":"}, "t", ":"},
+		{[]string{"--key-delimiter=:", "t"}, "t", ":"},
 	} {
 		f := newCmdFlags("x", "", io.Discard)
-		delim := f.String("k", "", "")
+		delim := f.StringP("key-delimiter", "k", "", "")
 		pos, err := f.parse(tc.args, 1, 1)
 		if err != nil || pos[0] != tc.pos || *delim != tc.delim {
 			t.Errorf("%q: %q, %q, %v; want %q, %q", tc.args, pos, *delim, err, tc.pos, tc.delim)

@@ -78,16 +78,12 @@ func parseConsumeArgs(args []string, stdout io.Writer) (*cmdFlags, consumeOption
 	var count int64
 	var follow, quiet bool
 	f.StringVar(&from, "from", "beginning", "")
-	f.IntVar(&partition, "p", -1, "")
-	f.IntVar(&partition, "partition", -1, "")
-	f.BoolVar(&follow, "f", false, "")
-	f.BoolVar(&follow, "follow", false, "")
-	f.Int64Var(&count, "n", 0, "")
-	f.Int64Var(&count, "count", 0, "")
+	f.IntVarP(&partition, "partition", "p", -1, "")
+	f.BoolVarP(&follow, "follow", "f", false, "")
+	f.Int64VarP(&count, "count", "n", 0, "")
 	f.StringVar(&format, "format", `%v\n`, "")
 	f.StringVar(&iso, "isolation", "read_uncommitted", "")
-	f.BoolVar(&quiet, "q", false, "")
-	f.BoolVar(&quiet, "quiet", false, "")
+	f.BoolVarP(&quiet, "quiet", "q", false, "")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return nil, consumeOptions{}, err

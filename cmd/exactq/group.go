@@ -22,11 +22,14 @@ Flags (every subcommand):
   -b, --brokers host:port[,...]   bootstrap brokers (default 127.0.0.1:9092)
 `
 
+// groupCommands are the subcommands of "exactq group".
+var groupCommands = []subcommand{
+	{"list", quiet(groupList)}, {"describe", quiet(groupDescribe)}, {"delete", quiet(groupDelete)},
+}
+
 // runGroup runs "exactq group SUBCOMMAND ...".
 func runGroup(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "group", groupUsage, []subcommand{
-		{"list", quiet(groupList)}, {"describe", quiet(groupDescribe)}, {"delete", quiet(groupDelete)},
-	}, args, stdout, stderr)
+	return dispatch(ctx, "group", groupUsage, groupCommands, args, stdout, stderr)
 }
 
 // newTable is the column layout of every table the tools print: columns two spaces apart.
@@ -66,8 +69,7 @@ func listGroups(ctx context.Context, f *cmdFlags, args []string, stdout io.Write
 	var states listFlag
 	var verbose bool
 	f.Var(&states, "state", "")
-	f.BoolVar(&verbose, "v", false, "")
-	f.BoolVar(&verbose, "verbose", false, "")
+	f.BoolVarP(&verbose, "verbose", "v", false, "")
 	_, adm, err := f.parseAdmin(args, 0, 0)
 	if err != nil {
 		return err

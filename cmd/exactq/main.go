@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 )
 
 const usage = `exactq: a Kafka-wire-compatible broker with exactly-once share groups
@@ -29,47 +29,36 @@ Usage:
   exactq produce TOPIC        produce stdin lines as records
   exactq consume TOPIC        print records to stdout
   exactq version              print the version
+  exactq completion bash|zsh|fish|powershell
+                              print a shell completion script
 
 Client commands take -b/--brokers host:port[,...] (default 127.0.0.1:9092).
-Run "exactq <command> -h" for a command's flags.
+Run "exactq <command> --help" (or -h) for a command's flags.
 `
 
 // command is a client subcommand, runnable in-process by tests. ctx is cancelled on
 // SIGINT or SIGTERM.
 type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
 
-var commands = map[string]command{
-	"topic":   runTopic,
-	"group":   runGroup,
-	"share":   runShare,
-	"txn":     runTxn,
-	"produce": runProduce,
-	"consume": runConsume,
-	"version": runVersion,
+// clientCommand is a top-level client command with, for a family (topic, group, ...), its
+// subcommands.
+type clientCommand struct {
+	name, short string
+	run         command
+	subs        []subcommand
+}
+
+var clientCommands = []clientCommand{
+	{"topic", "create, list, describe, delete and alter topics", runTopic, topicCommands},
+	{"group", "list, describe and delete consumer groups", runGroup, groupCommands},
+	{"share", "consume from share groups, describe, list and reset them", runShare, shareCommands},
+	{"txn", "list and describe transactional ids", runTxn, txnCommands},
+	{"produce", "produce stdin lines as records", runProduce, nil},
+	{"consume", "print records to stdout", runConsume, nil},
+	{"version", "print the version", runVersion, nil},
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	name, args := os.Args[1], os.Args[2:]
-	switch name {
-	case "serve":
-		if err := runServe(args); err != nil && !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintf(os.Stderr, "exactq serve: %v\n", err)
-			os.Exit(1)
-		}
-		return
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return
-	}
-	run, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "exactq: unknown command %q\n\n%s", name, usage)
-		os.Exit(2)
-	}
 	// The first signal cancels ctx (consume and produce stop cleanly); stop() then restores
 	// the default handling so a second one kills the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,11 +66,116 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	os.Exit(exitCode(name, run(ctx, args, os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+	os.Exit(execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// execute runs the command line args and returns the exit code: 0 on success or --help, 2
+// for a usage error (an unknown command or flag, missing arguments), 1 for any other failure.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ran := false // a command's own code ran; an error before that is cobra's, a usage error
+	root := newRootCmd(stdin, stdout, stderr, &ran)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	name := ""
+	if cmd != nil && cmd != root {
+		name = cmd.CommandPath()[len(root.Name())+1:]
+	}
+	if err != nil && !ran {
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			err = &usageError{msg: err.Error()}
+		}
+	}
+	return exitCode(name, err, stderr)
+}
+
+// newRootCmd is the command tree on cobra: serve with its flags, the client commands (each
+// parses its own flags with pflag, so DisableFlagParsing), and cobra's completion command.
+func newRootCmd(stdin io.Reader, stdout, stderr io.Writer, ran *bool) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "exactq",
+		Short:         "a Kafka-wire-compatible broker with exactly-once share groups",
+		Long:          usage,
+		SilenceErrors: true, // execute prints errors, with the exit codes above
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprint(stderr, usage)
+			return usagef("missing command")
+		},
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	// exactq's own help is the usage text above; serve and completion keep cobra's, which
+	// lists their flags.
+	root.SetHelpTemplate("{{if .HasParent}}" + (&cobra.Command{}).HelpTemplate() + "{{else}}{{.Long}}{{end}}")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v", err) })
+	root.AddCommand(newServeCmd(ran))
+	for _, cc := range clientCommands {
+		root.AddCommand(newClientCmd(cc, stdin, ran))
+	}
+	return root
+}
+
+// newClientCmd is one client command and its subcommands, each running with the arguments
+// as given (its own pflag set parses them, and prints its usage for -h/--help).
+func newClientCmd(cc clientCommand, stdin io.Reader, ran *bool) *cobra.Command {
+	cmd := passThrough(cc.name, cc.short, ran, func(c *cobra.Command, args []string) error {
+		return cc.run(c.Context(), args, stdin, c.OutOrStdout(), c.ErrOrStderr())
+	})
+	for _, s := range cc.subs {
+		path := cc.name + " " + s.name
+		cmd.AddCommand(passThrough(s.name, "", ran, func(c *cobra.Command, args []string) error {
+			return withCmd(s.run(c.Context(), args, c.OutOrStdout(), c.ErrOrStderr()), path)
+		}))
+	}
+	return cmd
+}
+
+// passThrough is a cobra command whose run parses its own flags. "exactq help NAME" runs it
+// with --help, so it prints the same usage text.
+func passThrough(name, short string, ran *bool, run func(*cobra.Command, []string) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                name,
+		Short:              short,
+		DisableFlagParsing: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			*ran = true
+			return run(c, args)
+		},
+	}
+	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		if err := run(c, []string{"--help"}); err != nil && !errors.Is(err, errHelp) {
+			fmt.Fprintln(c.ErrOrStderr(), err)
+		}
+	})
+	return cmd
+}
+
+// newServeCmd is "exactq serve": the broker, its flags parsed by cobra (so --help and
+// completion list them).
+func newServeCmd(ran *bool) *cobra.Command {
+	opts := defaultServeOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "run a broker (zero config: ./exactq-data, 127.0.0.1:9092)",
+		Args:  cobra.NoArgs,
+	}
+	configFile := serveFlags(cmd.Flags(), &opts)
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		*ran = true
+		if err := applyConfigFile(*configFile, c.Flags(), opts.brokerConfigs); err != nil {
+			return err
+		}
+		return serve(opts)
+	}
+	return cmd
 }
 
 // exitCode prints err and returns the process exit code: 0 on success or -h, 2 for a
-// usage error, 1 for any other failure.
+// usage error, 1 for any other failure. name is the command ("topic create"), "" for exactq
+// itself.
 func exitCode(name string, err error, stderr io.Writer) int {
 	var ue *usageError
 	switch {
@@ -91,9 +185,17 @@ func exitCode(name string, err error, stderr io.Writer) int {
 		if ue.cmd != "" {
 			name = ue.cmd
 		}
+		if name == "" {
+			fmt.Fprintf(stderr, "exactq: %v\nRun \"exactq --help\" for usage.\n", err)
+			return 2
+		}
 		fmt.Fprintf(stderr, "exactq %s: %v\nRun \"exactq %s -h\" for usage.\n", name, err, name)
 		return 2
 	default:
+		if name == "" {
+			fmt.Fprintf(stderr, "exactq: %v\n", err)
+			return 1
+		}
 		fmt.Fprintf(stderr, "exactq %s: %v\n", name, err)
 		return 1
 	}

@@ -48,13 +48,11 @@ func parseProduceArgs(args []string, stdout io.Writer) (*cmdFlags, produceOption
 	var delim, acks, codec string
 	var headers listFlag
 	var partition int
-	f.StringVar(&delim, "k", "", "")
-	f.StringVar(&delim, "key-delimiter", "", "")
+	f.StringVarP(&delim, "key-delimiter", "k", "", "")
 	f.IntVar(&partition, "partition", -1, "")
 	f.StringVar(&acks, "acks", "all", "")
 	f.StringVar(&codec, "compression", "none", "")
-	f.Var(&headers, "H", "")
-	f.Var(&headers, "header", "")
+	f.VarP(&headers, "header", "H", "")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return nil, produceOptions{}, err

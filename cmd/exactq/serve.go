@@ -76,14 +76,6 @@ var fileKeys = map[string]string{
 	"metrics.listen": "metrics-listen",
 }
 
-func runServe(args []string) error {
-	opts, err := parseServe(args)
-	if err != nil {
-		return err
-	}
-	return serve(opts)
-}
-
 // serveFlags defines serve's flags on fs, bound to opts (which holds their defaults), and
 // returns the --config flag's value.
 func serveFlags(fs *pflag.FlagSet, opts *serveOptions) *string {
@@ -109,31 +101,16 @@ func serveFlags(fs *pflag.FlagSet, opts *serveOptions) *string {
 	return configFile
 }
 
-// parseServe parses serve's command line, then the --config file for the flags not given.
-func parseServe(args []string) (serveOptions, error) {
-	opts := defaultServeOptions()
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	configFile := serveFlags(fs, &opts)
-	if err := fs.Parse(args); err != nil {
-		return opts, err
-	}
-	if fs.NArg() > 0 {
-		return opts, usagef("unexpected argument %q", fs.Arg(0))
-	}
-	if *configFile != "" {
-		if err := applyConfigFile(*configFile, fs, opts.brokerConfigs); err != nil {
-			return opts, err
-		}
-	}
-	return opts, nil
-}
-
 // applyConfigFile reads a Java properties file, as Kafka reads server.properties
 // (java.util.Properties.load of the file's bytes: ISO-8859-1, "=", ":" or whitespace
 // separators, "#" and "!" comments, "\" line continuations, \t \n \uXXXX escapes), and
 // applies each key to its flag unless the flag was given on the command line (fs.Changed).
+// No path: nothing to apply.
 // Values are trimmed, as Kafka's ConfigDef trims them.
 func applyConfigFile(path string, fs *pflag.FlagSet, brokerConfigs map[string]string) error {
+	if path == "" {
+		return nil
+	}
 	buf, err := os.ReadFile(path)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/server"
+	"github.com/spf13/pflag"
 )
 
 func TestConnectionLimits(t *testing.T) {
@@ -126,4 +127,19 @@ func TestConfigFileJavaProperties(t *testing.T) {
 	if len(opts.brokerConfigs) != len(want) {
 		t.Errorf("broker configs %q, want %q", opts.brokerConfigs, want)
 	}
+}
+
+// parseServe parses serve's command line as newServeCmd does, then the --config file for
+// the flags not given.
+func parseServe(args []string) (serveOptions, error) {
+	opts := defaultServeOptions()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	configFile := serveFlags(fs, &opts)
+	if err := fs.Parse(args); err != nil {
+		return opts, err
+	}
+	if fs.NArg() > 0 {
+		return opts, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return opts, applyConfigFile(*configFile, fs, opts.brokerConfigs)
 }

@@ -31,12 +31,15 @@ Flags (every subcommand):
   -b, --brokers host:port[,...]   bootstrap brokers (default 127.0.0.1:9092)
 `
 
+// shareCommands are the subcommands of "exactq share".
+var shareCommands = []subcommand{
+	{"consume", shareConsume}, {"describe", quiet(shareDescribe)}, {"list", quiet(shareList)},
+	{"reset-offsets", quiet(shareResetOffsets)}, {"delete-offsets", quiet(shareDeleteOffsets)},
+}
+
 // runShare runs "exactq share SUBCOMMAND ...".
 func runShare(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "share", shareUsage, []subcommand{
-		{"consume", shareConsume}, {"describe", quiet(shareDescribe)}, {"list", quiet(shareList)},
-		{"reset-offsets", quiet(shareResetOffsets)}, {"delete-offsets", quiet(shareDeleteOffsets)},
-	}, args, stdout, stderr)
+	return dispatch(ctx, "share", shareUsage, shareCommands, args, stdout, stderr)
 }
 
 const shareConsumeUsage = `Usage: exactq share consume TOPIC -g GROUP [flags]
@@ -89,16 +92,13 @@ func shareConsume(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var group, ackName, mode, format string
 	var count int64
 	var fromEarliest, quiet bool
-	f.StringVar(&group, "g", "", "")
-	f.StringVar(&group, "group", "", "")
+	f.StringVarP(&group, "group", "g", "", "")
 	f.StringVar(&ackName, "ack", "accept", "")
 	f.StringVar(&mode, "mode", "explicit", "")
-	f.Int64Var(&count, "n", 0, "")
-	f.Int64Var(&count, "count", 0, "")
+	f.Int64VarP(&count, "count", "n", 0, "")
 	f.StringVar(&format, "format", `%v\n`, "")
 	f.BoolVar(&fromEarliest, "from-earliest", false, "")
-	f.BoolVar(&quiet, "q", false, "")
-	f.BoolVar(&quiet, "quiet", false, "")
+	f.BoolVarP(&quiet, "quiet", "q", false, "")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -557,8 +557,7 @@ func shareResetOffsets(ctx context.Context, args []string, stdout io.Writer) err
 	var group, toOffset string
 	var topics listFlag
 	var earliest, latest, dryRun bool
-	f.StringVar(&group, "g", "", "")
-	f.StringVar(&group, "group", "", "")
+	f.StringVarP(&group, "group", "g", "", "")
 	f.Var(&topics, "topic", "")
 	f.StringVar(&toOffset, "to-offset", "", "")
 	f.BoolVar(&earliest, "to-earliest", false, "")
@@ -700,8 +699,7 @@ func shareDeleteOffsets(ctx context.Context, args []string, stdout io.Writer) er
 	f := newCmdFlags("share delete-offsets", shareDeleteOffsetsUsage, stdout)
 	var group string
 	var topics listFlag
-	f.StringVar(&group, "g", "", "")
-	f.StringVar(&group, "group", "", "")
+	f.StringVarP(&group, "group", "g", "", "")
 	f.Var(&topics, "topic", "")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err

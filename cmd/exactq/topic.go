@@ -26,12 +26,15 @@ Flags (every subcommand):
   -b, --brokers host:port[,...]   bootstrap brokers (default 127.0.0.1:9092)
 `
 
+// topicCommands are the subcommands of "exactq topic".
+var topicCommands = []subcommand{
+	{"create", quiet(topicCreate)}, {"list", quiet(topicList)}, {"describe", quiet(topicDescribe)},
+	{"delete", quiet(topicDelete)}, {"alter", quiet(topicAlter)},
+}
+
 // runTopic runs "exactq topic SUBCOMMAND ...".
 func runTopic(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "topic", topicUsage, []subcommand{
-		{"create", quiet(topicCreate)}, {"list", quiet(topicList)}, {"describe", quiet(topicDescribe)},
-		{"delete", quiet(topicDelete)}, {"alter", quiet(topicAlter)},
-	}, args, stdout, stderr)
+	return dispatch(ctx, "topic", topicUsage, topicCommands, args, stdout, stderr)
 }
 
 func newAdmin(f *cmdFlags) (*client.Admin, error) {
@@ -63,12 +66,9 @@ func topicCreate(ctx context.Context, args []string, stdout io.Writer) error {
 `, stdout)
 	var partitions, replication int
 	var configs listFlag
-	f.IntVar(&partitions, "p", -1, "")
-	f.IntVar(&partitions, "partitions", -1, "")
-	f.IntVar(&replication, "r", -1, "")
-	f.IntVar(&replication, "replication", -1, "")
-	f.Var(&configs, "c", "")
-	f.Var(&configs, "config", "")
+	f.IntVarP(&partitions, "partitions", "p", -1, "")
+	f.IntVarP(&replication, "replication", "r", -1, "")
+	f.VarP(&configs, "config", "c", "")
 	validateOnly := f.Bool("validate-only", false, "")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
@@ -273,8 +273,7 @@ Changes topic configs with IncrementalAlterConfigs; configs not named keep their
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
 	var sets, deletes listFlag
-	f.Var(&sets, "c", "")
-	f.Var(&sets, "config", "")
+	f.VarP(&sets, "config", "c", "")
 	f.Var(&deletes, "delete-config", "")
 	validateOnly := f.Bool("validate-only", false, "")
 	pos, err := f.parse(args, 1, 1)

@@ -18,11 +18,14 @@ Flags (every subcommand):
   -b, --brokers host:port[,...]   bootstrap brokers (default 127.0.0.1:9092)
 `
 
+// txnCommands are the subcommands of "exactq txn".
+var txnCommands = []subcommand{
+	{"list", quiet(txnList)}, {"describe", quiet(txnDescribe)},
+}
+
 // runTxn runs "exactq txn SUBCOMMAND ...".
 func runTxn(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "txn", txnUsage, []subcommand{
-		{"list", quiet(txnList)}, {"describe", quiet(txnDescribe)},
-	}, args, stdout, stderr)
+	return dispatch(ctx, "txn", txnUsage, txnCommands, args, stdout, stderr)
 }
 
 func txnList(ctx context.Context, args []string, stdout io.Writer) error {
