@@ -106,9 +106,10 @@ func decompressError(err error, maxDecompressedBytes int) error {
 
 // rawRecord is one record in wire form, found by walkRecords.
 type rawRecord struct {
-	bytes       []byte // the whole record, length prefix included; nil when streamed
-	offsetDelta int32
-	hasKey      bool
+	bytes          []byte // the whole record, length prefix included; nil when streamed
+	timestampDelta int64
+	offsetDelta    int32
+	hasKey         bool
 }
 
 // walkRecords checks the framing of every record r yields (the uncompressed payload of h):
@@ -324,8 +325,8 @@ func parseBody(b []byte) (rawRecord, error) {
 	if len(b) < 1 {
 		return rec, errShort
 	}
-	p := 1                                                   // attributes (int8, unused)
-	if _, p = varintAt(b, p, binary.MaxVarintLen64); p < 0 { // timestamp delta
+	p := 1 // attributes (int8, unused)
+	if rec.timestampDelta, p = varintAt(b, p, binary.MaxVarintLen64); p < 0 {
 		return rec, errVarint
 	}
 	od, p := varintAt(b, p, 5)
@@ -409,7 +410,8 @@ func (r *recordReader) nextStreamed(end int64) (rawRecord, error) {
 	if err := r.skip(1); err != nil { // attributes
 		return rec, err
 	}
-	if _, err := r.varint(binary.MaxVarintLen64); err != nil { // timestamp delta
+	var err error
+	if rec.timestampDelta, err = r.varint(binary.MaxVarintLen64); err != nil {
 		return rec, err
 	}
 	od, err := r.varint32()

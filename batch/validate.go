@@ -37,6 +37,10 @@ var (
 	// (ValidateOptions.Budget). REQUEST_TIMED_OUT: retriable, the producer sends again.
 	// Kafka has no such budget (it decompresses as a stream, unbounded in CPU).
 	ErrBusy = errors.New("batch: decompression budget exhausted")
+	// ErrTimestamp: a record's timestamp is outside the topic's
+	// message.timestamp.before/after.max.ms. INVALID_TIMESTAMP (Kafka:
+	// LogValidator.validateTimestamp).
+	ErrTimestamp = errors.New("batch: record timestamp out of range")
 )
 
 // ValidateOptions are the per-topic limits of the produce path. Zero values disable a
@@ -52,10 +56,22 @@ type ValidateOptions struct {
 	MaxDecompressedBytes int
 	// Compacted requires every record to have a key (cleanup.policy=compact).
 	Compacted bool
+	// Timestamps applies the topic's message.timestamp.before/after.max.ms to every
+	// record of a CreateTime batch.
+	Timestamps TimestampRule
 	// Budget, when set, is the broker-wide budget for decompression memory: a compressed
 	// batch reserves what its decoder and window may hold before it is decompressed,
 	// waiting (bounded) when the budget is taken; ErrBusy after the wait.
 	Budget *compress.Budget
+}
+
+// TimestampRule is Kafka's LogValidator.validateTimestamp for CreateTime topics: a record
+// whose timestamp (the batch's first timestamp plus its delta) is more than BeforeMaxMs
+// before NowMs or AfterMaxMs after it is refused (ErrTimestamp); records without a
+// timestamp (-1) and LogAppendTime batches are not checked.
+type TimestampRule struct {
+	Check                          bool
+	NowMs, BeforeMaxMs, AfterMaxMs int64
 }
 
 // Validate checks one batch a client produced, before it is appended: Parse (length,
@@ -103,9 +119,10 @@ func Validate(b []byte, opts ValidateOptions) (kmsg.RecordBatch, error) {
 // uncompressed one, through a window of streamWindowBytes for a compressed one (the
 // decompressed records are never held whole), with the same parser.
 func validateRecords(h *kmsg.RecordBatch, opts ValidateOptions) error {
+	rules := newRecordRules(h, opts)
 	var visit func(int, rawRecord) error
-	if opts.Compacted {
-		visit = requireKey
+	if !rules.none() {
+		visit = rules.check
 	}
 	codec := int8(h.Attributes & AttrCompressionMask)
 	if codec == CodecNone {
@@ -162,10 +179,33 @@ var streamWindows = sync.Pool{New: func() any {
 	return &b
 }}
 
-// requireKey is Kafka's LogValidator.validateKey for compacted topics.
-func requireKey(i int, r rawRecord) error {
-	if !r.hasKey {
+// recordRules are the per-record checks of Kafka's LogValidator.validateRecord that a
+// ValidateOptions asks for.
+type recordRules struct {
+	compacted    bool
+	ts           TimestampRule
+	firstStampMs int64
+}
+
+func newRecordRules(h *kmsg.RecordBatch, opts ValidateOptions) recordRules {
+	r := recordRules{compacted: opts.Compacted, ts: opts.Timestamps, firstStampMs: h.FirstTimestamp}
+	r.ts.Check = r.ts.Check && h.Attributes&AttrTimestampType == 0
+	return r
+}
+
+func (c *recordRules) none() bool { return !c.compacted && !c.ts.Check }
+
+func (c *recordRules) check(i int, r rawRecord) error {
+	// validateKey: compacted topics need a key.
+	if c.compacted && !r.hasKey {
 		return fmt.Errorf("%w: record %d", ErrNoKey, i)
+	}
+	// validateTimestamp, with Java's wrapping arithmetic.
+	if t := c.firstStampMs + r.timestampDelta; c.ts.Check && t != -1 {
+		if diff := c.ts.NowMs - t; diff > c.ts.BeforeMaxMs || -diff > c.ts.AfterMaxMs {
+			return fmt.Errorf("%w: timestamp %d of record %d is out of range; the timestamp should be within [%d, %d]",
+				ErrTimestamp, t, i, c.ts.NowMs-c.ts.BeforeMaxMs, c.ts.NowMs+c.ts.AfterMaxMs)
+		}
 	}
 	return nil
 }
@@ -180,6 +220,7 @@ func requireKey(i int, r rawRecord) error {
 //	ErrTooManyRecords, ErrNoKey,
 //	ErrBadRecord                        INVALID_RECORD (87)
 //	ErrBusy                             REQUEST_TIMED_OUT (7)
+//	ErrTimestamp                        INVALID_TIMESTAMP (32)
 func KafkaCode(err error) int16 {
 	switch {
 	case err == nil:
@@ -190,6 +231,8 @@ func KafkaCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, ErrBusy):
 		return kerr.RequestTimedOut.Code
+	case errors.Is(err, ErrTimestamp):
+		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, ErrMagic):
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, ErrInvalidBatch), errors.Is(err, ErrControl),

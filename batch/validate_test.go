@@ -142,3 +142,45 @@ func TestValidateBatchLyingAboutItsSize(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRecordTimestamps: message.timestamp.before/after.max.ms apply to every record
+// of a CreateTime batch, as Kafka's LogValidator.validateTimestamp does, not only to the
+// header's first and max timestamps (a record out of timestamp order was let through).
+func TestValidateRecordTimestamps(t *testing.T) {
+	const now, hourMs = int64(1_700_000_000_000), int64(3_600_000)
+	rule := TimestampRule{Check: true, NowMs: now, BeforeMaxMs: hourMs, AfterMaxMs: hourMs}
+	header := func(first int64, attrs int16) Header {
+		return Header{PartitionLeaderEpoch: -1, Attributes: attrs, FirstTimestamp: first, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	}
+	cases := []struct {
+		name   string
+		first  int64
+		attrs  int16
+		deltas []int64
+		rule   TimestampRule
+		err    error
+	}{
+		{"all in range", now, 0, []int64{0, -hourMs + 1, hourMs - 1}, rule, nil},
+		{"middle record two hours old", now, 0, []int64{0, -2 * hourMs, 0}, rule, ErrTimestamp},
+		{"middle record two hours ahead", now - hourMs/2, 0, []int64{0, 2*hourMs + hourMs/2, 0}, rule, ErrTimestamp},
+		{"no timestamps", -1, 0, []int64{0, 0}, rule, nil},
+		{"LogAppendTime batch", now, AttrTimestampType, []int64{0, -2 * hourMs}, rule, nil},
+		{"not checked", now, 0, []int64{0, -2 * hourMs}, TimestampRule{}, nil},
+	}
+	for _, c := range cases {
+		for _, codec := range allCodecs {
+			recs := make([]kmsg.Record, len(c.deltas))
+			for i, d := range c.deltas {
+				recs[i] = kmsg.Record{TimestampDelta64: d, Key: []byte("k")}
+			}
+			b := mustEncode(t, header(c.first, c.attrs), recs, codec)
+			_, err := Validate(b, ValidateOptions{Timestamps: c.rule, Compacted: true})
+			if c.err == nil && err != nil || c.err != nil && !errors.Is(err, c.err) {
+				t.Fatalf("%s/%s: got %v, want %v", c.name, compress.Name(codec), err, c.err)
+			}
+			if c.err != nil && KafkaCode(err) != kerr.InvalidTimestamp.Code {
+				t.Fatalf("%s: code %d", c.name, KafkaCode(err))
+			}
+		}
+	}
+}

@@ -153,10 +153,13 @@ func (b *Broker) produceToPartition(ctx context.Context, transactionalID *string
 		return errResult(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
 	}
 	raw := batches[0]
+	now := b.now().UnixMilli()
 	// Decompressed records may not exceed max.message.bytes either (exactq's rule: Kafka
 	// streams them unbounded), and decompression memory is budgeted broker-wide (#17).
 	h, err := batch.Validate(raw, batch.ValidateOptions{MaxBatchBytes: settings.maxMessageBytes,
-		MaxDecompressedBytes: settings.maxMessageBytes, Compacted: settings.compacted, Budget: b.decompression})
+		MaxDecompressedBytes: settings.maxMessageBytes, Compacted: settings.compacted, Budget: b.decompression,
+		Timestamps: batch.TimestampRule{Check: !settings.logAppendTime, NowMs: now,
+			BeforeMaxMs: settings.timestampBeforeMs, AfterMaxMs: settings.timestampAfterMs}})
 	if err != nil {
 		code := batch.KafkaCode(err)
 		return errResult(kerr.ErrorForCode(code).(*kerr.Error), err.Error())
@@ -172,7 +175,6 @@ func (b *Broker) produceToPartition(ctx context.Context, transactionalID *string
 	if code, msg := b.checkProducerIssued(h.ProducerID); code != 0 {
 		return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)
 	}
-	now := b.now().UnixMilli()
 	if code, msg := settings.checkTimestamps(h, now); code != 0 {
 		return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)
 	}

@@ -174,3 +174,27 @@ func sendProduce(cl *kgo.Client, topic string, acks int16, records []byte) (kmsg
 	}
 	return resp.Topics[0].Partitions[0], nil
 }
+
+// TestProduceChecksEveryRecordTimestamp: with message.timestamp.before.max.ms of an hour,
+// a batch whose header timestamps are now but whose middle record is two hours old was
+// accepted (only the first and max timestamps were checked); Kafka checks every record
+// (LogValidator.validateTimestamp) and answers INVALID_TIMESTAMP.
+func TestProduceChecksEveryRecordTimestamp(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := newClient(t, tb.Addr)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctxT(t), 1, 1,
+		map[string]*string{"message.timestamp.before.max.ms": kadm.StringPtr("3600000")}, "t"); err != nil {
+		t.Fatal(err)
+	}
+	recs := []kmsg.Record{{Value: []byte("a")}, {Value: []byte("b"), TimestampDelta64: -2 * 3_600_000}, {Value: []byte("c")}}
+	b, err := batch.Encode(nil, batch.NoProducer(0, time.Now().UnixMilli()), recs, batch.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "record two hours old", produceRaw(t, cl, "t", -1, b).ErrorCode, kerr.InvalidTimestamp)
+	recs[1].TimestampDelta64 = -60_000
+	b, _ = batch.Encode(nil, batch.NoProducer(0, time.Now().UnixMilli()), recs, batch.CodecNone)
+	if res := produceRaw(t, cl, "t", -1, b); res.ErrorCode != 0 || res.BaseOffset != 0 {
+		t.Fatalf("in range: %v at %d", kerr.ErrorForCode(res.ErrorCode), res.BaseOffset)
+	}
+}
