@@ -12,20 +12,21 @@ import (
 // accept connections and serve the partitions it has. Kafka has no such limit; KIP-578
 // proposed this name for it.
 
-// descriptorsPerPartition is what one idle partition keeps open: its active segment's log
-// file (each closed segment holds one more until its log opens files lazily).
-const descriptorsPerPartition = 1
+// Default max.broker.partitions bounds.
+const (
+	minDefaultMaxBrokerPartitions = 1000
+	maxDefaultMaxBrokerPartitions = 100000
+)
 
-// minDefaultMaxBrokerPartitions keeps the sized default usable under a tiny descriptor limit.
-const minDefaultMaxBrokerPartitions = 1000
-
-// defaultMaxBrokerPartitions sizes max.broker.partitions from the open-file limit: half of
-// the descriptors go to partitions, the other half stay for connections (--max-connections
-// defaults to 10,000), coordinator logs, segments that roll and temporary files. Under the
-// common 1,048,576 that is 524,288 partitions; under 20,000, 10,000.
+// defaultMaxBrokerPartitions sizes max.broker.partitions from the open-file limit: one
+// partition per descriptor the process may open, between 1,000 and 100,000. A partition
+// holds no descriptor of its own (the log opens segment files through a cache of at most a
+// quarter of the limit, 4,096), so the limit is what keeps the rest of a partition's cost in
+// proportion to the host: ~4.7 KB of memory idle (more with data), a directory, and ~0.1 ms
+// of start-up (measured with 4,000 partitions, 2026-12-01). Under the common 1,048,576 that
+// is 100,000 partitions; under 20,000, 20,000.
 func defaultMaxBrokerPartitions(openFileLimit uint64) int64 {
-	n := int64(openFileLimit/2) / descriptorsPerPartition
-	return max(n, minDefaultMaxBrokerPartitions)
+	return min(max(int64(min(openFileLimit, 1<<40)), minDefaultMaxBrokerPartitions), maxDefaultMaxBrokerPartitions)
 }
 
 // openFileLimit is RLIMIT_NOFILE's soft limit (Go raises it to the hard limit at start).
