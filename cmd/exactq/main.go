@@ -2,12 +2,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -150,7 +153,34 @@ func passThrough(name, short string, ran *bool, run func(*cobra.Command, []strin
 			fmt.Fprintln(c.ErrOrStderr(), err)
 		}
 	})
+	cmd.ValidArgsFunction = func(c *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if !strings.HasPrefix(toComplete, "-") {
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		var usageText bytes.Buffer
+		c.SetOut(&usageText)
+		_ = run(c, []string{"--help"}) // errHelp
+		c.SetOut(nil)                  // cobra prints the completions to c's output
+		return flagsIn(usageText.String(), toComplete), cobra.ShellCompDirectiveNoFileComp
+	}
 	return cmd
+}
+
+// usageFlag is a flag named in a usage text: "  -p, --partitions N", "[--validate-only]".
+var usageFlag = regexp.MustCompile(`(?m)(?:^|[\s\[,])(--?[a-zA-Z][a-z-]*)`)
+
+// flagsIn completes a flag name from the flags a command's usage text lists (its own pflag
+// set is only built when it runs, and every usage text lists every flag).
+func flagsIn(usageText, prefix string) []cobra.Completion {
+	seen := map[string]bool{}
+	var out []cobra.Completion
+	for _, m := range usageFlag.FindAllStringSubmatch(usageText, -1) {
+		if name := m[1]; strings.HasPrefix(name, prefix) && !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // newServeCmd is "exactq serve": the broker, its flags parsed by cobra (so --help and

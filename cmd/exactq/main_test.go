@@ -86,7 +86,7 @@ func TestUnknownFlag(t *testing.T) {
 }
 
 // TestCompletion: "exactq completion SHELL" prints that shell's script, and the scripts'
-// completion requests list the commands, subcommands and serve's flags.
+// completion requests list the commands, subcommands and every command's flags.
 func TestCompletion(t *testing.T) {
 	for shell, marker := range map[string]string{
 		"bash": "complete -o default -F __start_exactq exactq", "zsh": "#compdef exactq",
@@ -105,12 +105,27 @@ func TestCompletion(t *testing.T) {
 		{[]string{"topic", ""}, []string{"create", "list", "describe", "delete", "alter"}},
 		{[]string{"share", ""}, []string{"consume", "describe", "list", "reset-offsets", "delete-offsets"}},
 		{[]string{"serve", "--"}, []string{"--config", "--listen", "--data-dir", "--fsync", "--advertised"}},
+		{[]string{"topic", "create", "--p"}, []string{"--partitions"}},
+		{[]string{"consume", "orders", "-"}, []string{"-b", "--brokers", "-f", "--follow", "--from", "--format"}},
+		{[]string{"share", "reset-offsets", "--to"}, []string{"--to-earliest", "--to-latest", "--to-offset", "--topic"}},
 	} {
 		_, out, _ := execArgs(t, append([]string{cobra.ShellCompRequestCmd}, tc.args...)...)
 		for _, w := range tc.want {
 			if !strings.Contains(out, "\n"+w) && !strings.HasPrefix(out, w) {
 				t.Errorf("completing %q: %q lacks %s", tc.args, out, w)
 			}
+		}
+	}
+	// Every client subcommand completes -b/--brokers, read from its usage text.
+	for _, path := range commandPaths(t) {
+		words := strings.Fields(path)
+		if len(words) == 0 || words[0] == "serve" || words[0] == "completion" || words[0] == "help" ||
+			words[0] == "version" || (len(words) == 1 && path != "produce" && path != "consume") {
+			continue
+		}
+		_, out, _ := execArgs(t, append(append([]string{cobra.ShellCompRequestCmd}, words...), "--b")...)
+		if !strings.HasPrefix(out, "--brokers\n") {
+			t.Errorf("completing exactq %s --b: %q", path, out)
 		}
 	}
 }

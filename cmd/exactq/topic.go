@@ -105,7 +105,7 @@ func topicCreate(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func topicList(ctx context.Context, args []string, stdout io.Writer) error {
-	f := newCmdFlags("topic list", "Usage: exactq topic list [-b brokers]\n\nPrints every topic name, one a line, sorted.\n", stdout)
+	f := newCmdFlags("topic list", "Usage: exactq topic list [-b, --brokers host:port]\n\nPrints every topic name, one a line, sorted.\n", stdout)
 	_, adm, err := f.parseAdmin(args, 0, 0)
 	if err != nil {
 		return err
@@ -247,7 +247,7 @@ func configSource(c client.ConfigEntry) string {
 }
 
 func topicDelete(ctx context.Context, args []string, stdout io.Writer) error {
-	f := newCmdFlags("topic delete", "Usage: exactq topic delete NAME... [-b brokers]\n", stdout)
+	f := newCmdFlags("topic delete", "Usage: exactq topic delete NAME... [-b, --brokers host:port]\n", stdout)
 	names, adm, err := f.parseAdmin(args, 1, -1)
 	if err != nil {
 		return err
