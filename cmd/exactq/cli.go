@@ -75,6 +75,9 @@ func withCmd(err error, cmd string) error {
 // parse parses args and returns the positional arguments. Their count must be in
 // [minArgs, maxArgs] (maxArgs < 0: no limit).
 func (f *cmdFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) {
+	if err := f.singleDashLong(args); err != nil {
+		return nil, err
+	}
 	err := f.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
 		fmt.Fprint(f.stdout, f.usage)
@@ -91,6 +94,25 @@ func (f *cmdFlags) parse(args []string, minArgs, maxArgs int) ([]string, error) 
 		return nil, usagef("unexpected argument %q", pos[maxArgs])
 	}
 	return pos, nil
+}
+
+// singleDashLong refuses a long flag written with one dash ("-brokers h:1", which Go's flag
+// package, the CLI's parser before pflag, accepted): pflag would read it as -b with the value
+// "rokers".
+func (f *cmdFlags) singleDashLong(args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			return nil
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if len(name) > 1 && f.Lookup(name) != nil {
+			return usagef("-%s: a long flag takes two dashes: --%s", name, name)
+		}
+	}
+	return nil
 }
 
 // listFlag is a repeatable string flag.

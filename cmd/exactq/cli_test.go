@@ -560,3 +560,20 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: %q", out)
 	}
 }
+
+// TestSingleDashLongFlag: "-brokers h:1" (accepted by the stdlib flag parser the CLI used
+// before pflag) is a usage error naming --brokers, not -b with the value "rokers".
+func TestSingleDashLongFlag(t *testing.T) {
+	for _, args := range [][]string{{"t", "-brokers", "h:1"}, {"-from=end", "t"}} {
+		_, _, err := run(t, t.Context(), runConsume, "", args...)
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "two dashes") {
+			t.Errorf("consume %q: %v", args, err)
+		}
+	}
+	f := newCmdFlags("x", "", io.Discard)
+	f.StringP("key-delimiter", "k", "", "")
+	if pos, err := f.parse([]string{"-k", "-x", "--", "-brokers"}, 1, 1); err != nil || pos[0] != "-brokers" {
+		t.Errorf("after --: %q %v", pos, err)
+	}
+}

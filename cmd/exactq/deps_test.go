@@ -2,8 +2,6 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -11,8 +9,7 @@ import (
 // TestBrokerLinksNoBenchCode: the broker binary links none of the benchmark driver, its
 // charts or its Maven launcher for Apache Kafka; those live in bench/cmd/exactq-bench.
 func TestBrokerLinksNoBenchCode(t *testing.T) {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.Command(goTool, "list", "-deps", ".").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
