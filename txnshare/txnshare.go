@@ -69,10 +69,7 @@ type Request struct {
 var _ kmsg.Request = (*Request)(nil)
 
 func (v *Request) Key() int16 {
-	if v.APIKey == 0 {
-		return DefaultAPIKey
-	}
-	return v.APIKey
+	return apiKey(v.APIKey)
 }
 func (*Request) MaxVersion() int16          { return 0 }
 func (v *Request) SetVersion(version int16) { v.Version = version }
@@ -217,10 +214,7 @@ type Response struct {
 var _ kmsg.Response = (*Response)(nil)
 
 func (v *Response) Key() int16 {
-	if v.APIKey == 0 {
-		return DefaultAPIKey
-	}
-	return v.APIKey
+	return apiKey(v.APIKey)
 }
 func (*Response) MaxVersion() int16          { return 0 }
 func (v *Response) SetVersion(version int16) { v.Version = version }
@@ -295,10 +289,15 @@ func arrayLen(b *kbin.Reader, minElemBytes int) int {
 // A *kgo.Client sends only the keys of its kgo.MaxVersions, so one that sends
 // TxnShareAcknowledge is built with kgo.MaxVersions(txnshare.Versions(key)).
 func Versions(key int16) *kversion.Versions {
-	if key == 0 {
-		key = DefaultAPIKey
-	}
 	v := kversion.Stable()
-	v.SetMaxKeyVersion(key, 0)
+	v.SetMaxKeyVersion(apiKey(key), 0)
 	return v
+}
+
+// apiKey is the key a message field of 0 stands for: DefaultAPIKey.
+func apiKey(key int16) int16 {
+	if key == 0 {
+		return DefaultAPIKey
+	}
+	return key
 }

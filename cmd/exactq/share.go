@@ -412,32 +412,37 @@ type shareRangeJSON struct {
 type stateName string
 
 func (s *stateName) UnmarshalJSON(b []byte) error {
-	var id int8
-	if err := json.Unmarshal(b, &id); err == nil {
-		if id < 0 {
-			*s = ""
-		} else {
-			*s = stateName(sharepartition.State(id).String())
-		}
-		return nil
+	v, err := idOrName(b, func(id int8) string { return sharepartition.State(id).String() })
+	if err == nil {
+		*s = stateName(v)
 	}
-	return json.Unmarshal(b, (*string)(s))
+	return err
 }
 
 // ackName is an acknowledgement type sent as its id (or a name).
 type ackName string
 
 func (a *ackName) UnmarshalJSON(b []byte) error {
+	v, err := idOrName(b, func(id int8) string { return sharepartition.AckType(id).String() })
+	if err == nil {
+		*a = ackName(v)
+	}
+	return err
+}
+
+// idOrName decodes a JSON id as its name (a negative id, meaning none, as "") or a JSON
+// string as itself.
+func idOrName(b []byte, name func(id int8) string) (string, error) {
 	var id int8
 	if err := json.Unmarshal(b, &id); err == nil {
 		if id < 0 {
-			*a = ""
-		} else {
-			*a = ackName(sharepartition.AckType(id).String())
+			return "", nil
 		}
-		return nil
+		return name(id), nil
 	}
-	return json.Unmarshal(b, (*string)(a))
+	var s string
+	err := json.Unmarshal(b, &s)
+	return s, err
 }
 
 // fetchShareState gets the group's in-flight windows from the broker's admin listener.
