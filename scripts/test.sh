@@ -19,8 +19,8 @@ go test -count=1 -timeout 40m ./...
 # suites (crashtest, compat, bench, hostile), and batch, compress and broker, whose
 # allocation-bound tests (TestValidateBombs, TestReaderBombs, TestProduceDecompressionFlood)
 # fail under -race, which changes what allocates (sync.Pool drops items); they need a
-# race build tag to skip those first. About 6 minutes of wall time on a loaded 2-core
-# machine (load average ~16), most of it share/sharepartition's model tests.
+# race build tag to skip those first. Measured: 2m14s of wall time on a shared 2-core
+# machine (load average 5-10 from other work), the longest share/sharepartition (53 s).
 go test -race -count=1 -timeout 40m ./server ./log ./share/... ./group ./txn ./client ./eos ./fetchsession ./sim ./cmd/exactq
 
 # Side-by-side smoke: every bench workload (P1-P7) at tiny sizes against exactq and Apache
