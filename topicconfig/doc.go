@@ -27,7 +27,9 @@
 // local.retention.ms, local.retention.bytes, remote.log.copy.disable, remote.copy.lag.ms,
 // remote.copy.lag.bytes, remote.log.delete.on.disable, errors.deadletterqueue.group.enable.
 // remote.storage.enable is accepted only as false: exactq has no tiered storage, and Kafka
-// with tiered storage disabled refuses true the same way. NotHonoured returns this list.
+// with tiered storage disabled refuses true the same way. errors.deadletterqueue.group.enable
+// is accepted only as false too (Kafka's default): exactq has no dead-letter queue yet.
+// NotHonoured returns this list.
 //
 // # Broker defaults
 //

@@ -88,6 +88,12 @@ func ValidateSet(s Set, broker *BrokerDefaults) error {
 		// true of exactq.
 		return invalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.")
 	}
+	if r.Bool(ErrorsDeadletterqueueGroupEnable) {
+		// KIP-1191: true would let share groups dead-letter into this topic, and exactq has
+		// no dead-letter queue yet, so it would be accepted and ignored (issue #11). false,
+		// Kafka's default, is what exactq does.
+		return invalidConfig("%s=true is not supported: exactq has no KIP-1191 dead-letter queue yet", ErrorsDeadletterqueueGroupEnable)
+	}
 	return nil
 }
 

@@ -147,6 +147,13 @@ func TestValidateSetCrossRules(t *testing.T) {
 	if err := ValidateSet(Set{"remote.storage.enable": "false"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// KIP-1191's topic switch: true would be accepted and ignored (no dead-letter queue).
+	if err := ValidateSet(Set{"errors.deadletterqueue.group.enable": "true"}, nil); err == nil || !strings.Contains(err.Error(), "dead-letter") {
+		t.Fatalf("errors.deadletterqueue.group.enable=true: %v, want INVALID_CONFIG naming the dead-letter queue", err)
+	}
+	if err := ValidateSet(Set{"errors.deadletterqueue.group.enable": "false"}, nil); err != nil {
+		t.Fatalf("errors.deadletterqueue.group.enable=false: %v", err)
+	}
 }
 
 func TestResolveSynonyms(t *testing.T) {
