@@ -18,7 +18,7 @@ import (
 
 // metricsHandler serves the broker's collector, extra (the server's gauges), plus the Go
 // runtime and process metrics.
-func metricsHandler(b *broker.Broker, extra ...prometheus.Collector) http.Handler {
+func metricsHandler(b *broker.Broker, logger *slog.Logger, extra ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(b.Metrics(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(extra...)
@@ -32,7 +32,10 @@ func metricsHandler(b *broker.Broker, extra ...prometheus.Collector) http.Handle
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(b.DescribeShareGroupState(group))
+		if err := json.NewEncoder(w).Encode(b.DescribeShareGroupState(group)); err != nil {
+			// The status line is gone by now; the client sees a cut body. Say why here.
+			logger.Warn("share state response not written", "group", group, "err", err)
+		}
 	})
 	return mux
 }
@@ -43,7 +46,7 @@ func serveMetrics(addr string, b *broker.Broker, logger *slog.Logger, extra ...p
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: metricsHandler(b, extra...), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: metricsHandler(b, logger, extra...), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("metrics server stopped", "err", err)
@@ -53,6 +56,8 @@ func serveMetrics(addr string, b *broker.Broker, logger *slog.Logger, extra ...p
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		srv.Shutdown(ctx)
+		if err := srv.Shutdown(ctx); err != nil {
+			logger.Warn("metrics server did not shut down cleanly", "err", err)
+		}
 	}, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // format.
 func TestMetricsEndpoint(t *testing.T) {
 	tb := testbroker.Start(t)
-	srv := httptest.NewServer(metricsHandler(tb.Broker))
+	srv := httptest.NewServer(metricsHandler(tb.Broker, slog.Default()))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL + "/metrics")
 	if err != nil {

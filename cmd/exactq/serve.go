@@ -201,17 +201,14 @@ func serve(opts serveOptions) error {
 		Logger:           logger,
 	})
 	if err != nil {
-		ln.Close()
-		return err
+		return errors.Join(err, ln.Close())
 	}
 	limits, err := connectionLimits(opts)
 	if err == nil {
 		limits.QueuedMaxRequestBytes, err = queuedMaxRequestBytes(opts)
 	}
 	if err != nil {
-		ln.Close()
-		b.Close()
-		return err
+		return errors.Join(err, ln.Close(), b.Close())
 	}
 	srv := server.New(server.Config{
 		MaxRequestBytes:              int32(opts.maxRequestBytes),
@@ -228,9 +225,7 @@ func serve(opts serveOptions) error {
 	if opts.metricsListen != "" {
 		stop, err := serveMetrics(opts.metricsListen, b, logger, serverMetrics(srv)...)
 		if err != nil {
-			srv.Close()
-			b.Close()
-			return err
+			return errors.Join(err, srv.Close(), b.Close())
 		}
 		defer stop()
 	}
@@ -247,8 +242,7 @@ func serve(opts serveOptions) error {
 		logger.Info("shutting down", "signal", sig.String())
 	case err := <-errc:
 		if err != nil && !errors.Is(err, server.ErrServerClosed) {
-			b.Close()
-			return err
+			return errors.Join(err, b.Close())
 		}
 	}
 	// Finish in-flight requests, then make every log durable.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -73,7 +74,7 @@ func TestQueuedRequestBytesMetric(t *testing.T) {
 	tb := testbroker.Start(t)
 	srv := server.New(server.Config{}, tb.Broker, nil)
 	defer srv.Close()
-	hs := httptest.NewServer(metricsHandler(tb.Broker, serverMetrics(srv)...))
+	hs := httptest.NewServer(metricsHandler(tb.Broker, slog.Default(), serverMetrics(srv)...))
 	defer hs.Close()
 	resp, err := hs.Client().Get(hs.URL + "/metrics")
 	if err != nil {

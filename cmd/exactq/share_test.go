@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -175,7 +176,7 @@ func TestShareConsumeStopsOnCancel(t *testing.T) {
 // transaction.
 func TestShareDescribeRecords(t *testing.T) {
 	tb := testbroker.Start(t, testbroker.WithConfig(fastShareConfig))
-	srv := httptest.NewServer(metricsHandler(tb.Broker))
+	srv := httptest.NewServer(metricsHandler(tb.Broker, slog.Default()))
 	defer srv.Close()
 	b := []string{"-b", tb.Addr}
 	createTopic(t, tb.Addr, "jobs", 1)
