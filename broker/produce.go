@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/compress"
 	"github.com/exactq/exactq/log"
 	"github.com/exactq/exactq/server"
 )
@@ -178,6 +179,12 @@ func (b *Broker) produceToPartition(ctx context.Context, transactionalID *string
 	if code, msg := settings.checkTimestamps(h, now); code != 0 {
 		return errResult(kerr.ErrorForCode(code).(*kerr.Error), msg)
 	}
+	if settings.storeCodec != codecProducer && int8(h.Attributes&batch.AttrCompressionMask) != settings.storeCodec {
+		if raw, h, err = recompress(h, settings, b.decompression); err != nil {
+			code := batch.KafkaCode(err)
+			return errResult(kerr.ErrorForCode(code).(*kerr.Error), err.Error())
+		}
+	}
 	res := p.append(raw, h, settings, now)
 	if res.code == 0 && !res.duplicate {
 		if b.cfg.Fsync == FsyncAlways {
@@ -235,4 +242,43 @@ func (p *partition) append(raw []byte, h kmsg.RecordBatch, settings topicSetting
 		}
 	}
 	return appendResult{baseOffset: first, end: first + int64(h.LastOffsetDelta) + 1, logAppendTime: logAppendTime}
+}
+
+// codecProducer is compression.type=producer: batches are stored with the producer's codec.
+const codecProducer int8 = -1
+
+// storeCodec maps a topic's compression.type onto the codec its batches are stored with.
+func storeCodec(compressionType string) int8 {
+	switch compressionType {
+	case "uncompressed":
+		return batch.CodecNone
+	case "gzip":
+		return batch.CodecGzip
+	case "snappy":
+		return batch.CodecSnappy
+	case "lz4":
+		return batch.CodecLZ4
+	case "zstd":
+		return batch.CodecZstd
+	}
+	return codecProducer
+}
+
+// recompress re-encodes a validated batch with the topic's compression.type, as Kafka's
+// LogValidator.validateMessagesAndAssignOffsetsCompressed does when the codecs differ:
+// producer id, epoch, sequence, transactional bit, timestamps and offset deltas are kept.
+// The result must still fit max.message.bytes (Kafka: RecordTooLargeException,
+// MESSAGE_TOO_LARGE). compression.{gzip,lz4,zstd}.level are not applied: the codecs'
+// default levels are used (documented in docs/operations.md).
+func recompress(h kmsg.RecordBatch, settings topicSettings, budget *compress.Budget) ([]byte, kmsg.RecordBatch, error) {
+	raw, err := batch.Recompress(&h, settings.storeCodec, settings.maxMessageBytes, budget)
+	if err != nil {
+		return nil, h, err
+	}
+	if len(raw) > settings.maxMessageBytes {
+		return nil, h, fmt.Errorf("%w: the batch recompressed to %s is %d bytes, max.message.bytes is %d",
+			batch.ErrTooLarge, compress.Name(settings.storeCodec), len(raw), settings.maxMessageBytes)
+	}
+	h, err = batch.Parse(raw)
+	return raw, h, err
 }

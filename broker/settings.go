@@ -19,6 +19,7 @@ type topicSettings struct {
 	timestampBeforeMs int64 // message.timestamp.before.max.ms
 	timestampAfterMs  int64 // message.timestamp.after.max.ms
 	compacted         bool
+	storeCodec        int8 // compression.type as a batch codec; codecProducer keeps the producer's
 }
 
 // brokerDefaults are the broker-level configs: defaults for topics and the broker settings
@@ -56,6 +57,7 @@ func (b *Broker) resolveSettings(overrides map[string]string) (topicSettings, er
 		timestampBeforeMs: ls.MessageTimestampBeforeMaxMs,
 		timestampAfterMs:  ls.MessageTimestampAfterMaxMs,
 		compacted:         ls.Compact,
+		storeCodec:        storeCodec(ls.CompressionType),
 	}, nil
 }
 
