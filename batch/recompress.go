@@ -18,7 +18,7 @@ import (
 // Memory: the decompressed records (at most maxDecompressedBytes) and the re-encoded
 // payload are held at once; with budget set, both are reserved from it first (ErrBusy
 // after its wait), as the produce path's decompression is.
-func Recompress(h *kmsg.RecordBatch, codec int8, maxDecompressedBytes int, budget *compress.Budget) ([]byte, error) {
+func Recompress(h *kmsg.RecordBatch, codec int8, level, maxDecompressedBytes int, budget *compress.Budget) ([]byte, error) {
 	if codec < CodecNone || codec > CodecZstd {
 		return nil, fmt.Errorf("batch: unknown codec %d", codec)
 	}
@@ -41,7 +41,7 @@ func Recompress(h *kmsg.RecordBatch, codec int8, maxDecompressedBytes int, budge
 		return nil, err
 	}
 	out := make([]byte, HeaderSize, HeaderSize+len(records)/2+64)
-	if out, err = compress.Compress(codec, out, records); err != nil {
+	if out, err = compress.CompressLevel(codec, level, out, records); err != nil {
 		return nil, err
 	}
 	rb := *h

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/exactq/exactq/compress"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -33,7 +35,7 @@ func TestRecompressKeepsEverythingButTheCodec(t *testing.T) {
 		}
 		wantRecs := mustRecords(t, src)
 		for to := int8(CodecNone); to <= CodecZstd; to++ {
-			out, err := Recompress(&sh, to, 1<<20, nil)
+			out, err := Recompress(&sh, to, compress.DefaultLevel, 1<<20, nil)
 			if err != nil {
 				t.Fatalf("%d to %d: %v", from, to, err)
 			}

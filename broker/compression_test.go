@@ -336,3 +336,36 @@ func wantNoError(t *testing.T, what string, code int16) {
 		t.Errorf("%s: error %v", what, kerr.ErrorForCode(code))
 	}
 }
+
+// TestRecompressionLevels: compression.gzip.level and compression.zstd.level apply when
+// the broker recompresses: gzip's header records level 1 (XFL 4) and 9 (XFL 2), and zstd
+// level 19 stores fewer bytes than level 1. Failed before (the levels were not applied).
+func TestRecompressionLevels(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := newClient(t, tb.Addr)
+	createCompressedTopic(t, cl, "gz1", "gzip", "compression.gzip.level", "1")
+	createCompressedTopic(t, cl, "gz9", "gzip", "compression.gzip.level", "9")
+	createCompressedTopic(t, cl, "zs1", "zstd", "compression.zstd.level", "1")
+	createCompressedTopic(t, cl, "zs19", "zstd", "compression.zstd.level", "19")
+	var value []byte
+	for i := 0; len(value) < 40<<10; i++ {
+		value = append(value, fmt.Sprintf("value %d of a level test, %x; ", i, i*7919)...)
+	}
+	stored := map[string][]byte{}
+	for _, topic := range []string{"gz1", "gz9", "zs1", "zs19"} {
+		wantNoError(t, topic, produceRaw(t, cl, topic, -1, rawCodecBatch(t, batch.CodecNone, value, 1)).ErrorCode)
+		b := fetchStoredBatches(t, cl, topic)
+		if len(b) != 1 {
+			t.Fatalf("%s: %d batches", topic, len(b))
+		}
+		stored[topic] = b[0]
+	}
+	for topic, xfl := range map[string]byte{"gz1": 4, "gz9": 2} {
+		if got := stored[topic][batch.HeaderSize+8]; got != xfl {
+			t.Errorf("%s: gzip XFL %d, want %d", topic, got, xfl)
+		}
+	}
+	if len(stored["zs19"]) >= len(stored["zs1"]) {
+		t.Errorf("zstd level 19 stored %d bytes, level 1 %d: want fewer", len(stored["zs19"]), len(stored["zs1"]))
+	}
+}

@@ -268,10 +268,10 @@ func storeCodec(compressionType string) int8 {
 // LogValidator.validateMessagesAndAssignOffsetsCompressed does when the codecs differ:
 // producer id, epoch, sequence, transactional bit, timestamps and offset deltas are kept.
 // The result must still fit max.message.bytes (Kafka: RecordTooLargeException,
-// MESSAGE_TOO_LARGE). compression.{gzip,lz4,zstd}.level are not applied: the codecs'
-// default levels are used (documented in docs/operations.md).
+// MESSAGE_TOO_LARGE). compression.gzip.level and compression.zstd.level apply;
+// compression.lz4.level does not (the lz4 library's fast level; docs/operations.md).
 func recompress(h kmsg.RecordBatch, settings topicSettings, budget *compress.Budget) ([]byte, kmsg.RecordBatch, error) {
-	raw, err := batch.Recompress(&h, settings.storeCodec, settings.maxMessageBytes, budget)
+	raw, err := batch.Recompress(&h, settings.storeCodec, settings.storeLevel, settings.maxMessageBytes, budget)
 	if err != nil {
 		return nil, h, err
 	}

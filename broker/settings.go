@@ -20,6 +20,7 @@ type topicSettings struct {
 	timestampAfterMs  int64 // message.timestamp.after.max.ms
 	compacted         bool
 	storeCodec        int8 // compression.type as a batch codec; codecProducer keeps the producer's
+	storeLevel        int  // compression.gzip.level or compression.zstd.level for storeCodec
 }
 
 // brokerDefaults are the broker-level configs: defaults for topics and the broker settings
@@ -58,6 +59,7 @@ func (b *Broker) resolveSettings(overrides map[string]string) (topicSettings, er
 		timestampAfterMs:  ls.MessageTimestampAfterMaxMs,
 		compacted:         ls.Compact,
 		storeCodec:        storeCodec(ls.CompressionType),
+		storeLevel:        ls.CompressionLevel,
 	}, nil
 }
 

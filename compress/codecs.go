@@ -78,23 +78,38 @@ type gzipDecoder struct {
 	src bytes.Reader
 }
 
-var (
-	gzipDecoders = sync.Pool{New: func() any { return new(gzipDecoder) }}
-	gzipEncoders = sync.Pool{New: func() any {
-		e := &gzipEncoder{}
-		e.w = gzip.NewWriter(&e.out)
-		return e
-	}}
-)
+var gzipDecoders = sync.Pool{New: func() any { return new(gzipDecoder) }}
+
+// gzipEncoders holds one pool per level: index 0 is gzip's default (-1), 1..9 the levels.
+var gzipEncoders [10]sync.Pool
+
+func init() {
+	for i := range gzipEncoders {
+		level := i
+		if i == 0 {
+			level = gzip.DefaultCompression
+		}
+		gzipEncoders[i].New = func() any {
+			e := &gzipEncoder{}
+			e.w, _ = gzip.NewWriterLevel(&e.out, level) // levels -1..9 are valid
+			return e
+		}
+	}
+}
 
 type gzipEncoder struct {
 	w   *gzip.Writer
 	out appendWriter
 }
 
-func compressGzip(dst, src []byte) ([]byte, error) {
-	e := gzipEncoders.Get().(*gzipEncoder)
-	defer gzipEncoders.Put(e)
+// compressGzip compresses at level (1..9; anything else is gzip's default, as Kafka's -1).
+func compressGzip(dst, src []byte, level int) ([]byte, error) {
+	pool := &gzipEncoders[0]
+	if level >= gzip.BestSpeed && level <= gzip.BestCompression {
+		pool = &gzipEncoders[level]
+	}
+	e := pool.Get().(*gzipEncoder)
+	defer pool.Put(e)
 	e.out.b = dst
 	e.w.Reset(&e.out)
 	_, err := e.w.Write(src)
@@ -319,22 +334,35 @@ func decompressZstd(dst, src []byte, maxBytes int) ([]byte, error) {
 
 type zstdEncoder struct{ e *zstd.Encoder }
 
-var zstdEncoders = sync.Pool{New: func() any {
-	e, err := zstd.NewWriter(nil,
-		zstd.WithEncoderConcurrency(1),
-		zstd.WithZeroFrames(true),
-		zstd.WithWindowSize(1<<20),
-	)
-	if err != nil {
-		panic("compress: zstd encoder options: " + err.Error()) // static options
-	}
-	ze := &zstdEncoder{e: e}
-	runtime.SetFinalizer(ze, func(ze *zstdEncoder) { ze.e.Close() })
-	return ze
-}}
+// zstdEncoders holds one pool per klauspost encoder level (SpeedFastest..SpeedBestCompression,
+// index level-1): the library implements four levels, and a zstd level (Kafka's
+// compression.zstd.level) maps onto one with zstd.EncoderLevelFromZstd.
+var zstdEncoders [zstd.SpeedBestCompression]sync.Pool
 
-func compressZstd(dst, src []byte) []byte {
-	ze := zstdEncoders.Get().(*zstdEncoder)
-	defer zstdEncoders.Put(ze)
+func init() {
+	for i := range zstdEncoders {
+		level := zstd.EncoderLevel(i + 1)
+		zstdEncoders[i].New = func() any {
+			e, err := zstd.NewWriter(nil,
+				zstd.WithEncoderConcurrency(1),
+				zstd.WithZeroFrames(true),
+				zstd.WithWindowSize(1<<20),
+				zstd.WithEncoderLevel(level),
+			)
+			if err != nil {
+				panic("compress: zstd encoder options: " + err.Error()) // static options
+			}
+			ze := &zstdEncoder{e: e}
+			runtime.SetFinalizer(ze, func(ze *zstdEncoder) { ze.e.Close() })
+			return ze
+		}
+	}
+}
+
+// compressZstd compresses at the klauspost level closest to zstd level (DefaultLevel: 3).
+func compressZstd(dst, src []byte, level int) []byte {
+	pool := &zstdEncoders[zstd.EncoderLevelFromZstd(level)-1]
+	ze := pool.Get().(*zstdEncoder)
+	defer pool.Put(ze)
 	return ze.e.EncodeAll(src, dst)
 }

@@ -24,6 +24,7 @@ package compress
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Codec numbers, as stored in the low three bits of a v2 batch's attributes.
@@ -68,19 +69,35 @@ func Name(codec int8) string {
 }
 
 // Compress appends src compressed with codec to dst and returns the extended slice. For
-// None it appends src unchanged.
+// None it appends src unchanged. Levels are the codecs' defaults (Kafka's too: gzip -1,
+// zstd 3).
 func Compress(codec int8, dst, src []byte) ([]byte, error) {
+	return CompressLevel(codec, DefaultLevel, dst, src)
+}
+
+// DefaultLevel asks CompressLevel for the codec's default level (not -1: that is a zstd
+// level of its own).
+const DefaultLevel = math.MinInt
+
+// CompressLevel is Compress at a level, as Kafka's compression.gzip.level (1..9; -1 the
+// default) and compression.zstd.level (zstd's scale, mapped onto the four levels the
+// klauspost encoder implements: below 3 fastest, 3..5 default, 6..9 better, above best;
+// DefaultLevel is 3). snappy has no levels; lz4 always uses the library's fast level.
+func CompressLevel(codec int8, level int, dst, src []byte) ([]byte, error) {
 	switch codec {
 	case None:
 		return append(dst, src...), nil
 	case Gzip:
-		return compressGzip(dst, src)
+		return compressGzip(dst, src, level)
 	case Snappy:
 		return compressSnappy(dst, src)
 	case LZ4:
 		return compressLZ4(dst, src)
 	case Zstd:
-		return compressZstd(dst, src), nil
+		if level == DefaultLevel {
+			level = 3
+		}
+		return compressZstd(dst, src, level), nil
 	}
 	return dst, ErrUnknownCodec
 }

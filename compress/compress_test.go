@@ -301,3 +301,38 @@ func BenchmarkCompress(b *testing.B) {
 		b.Run(Name(codec), func(b *testing.B) { benchmarkCodec(b, codec, false) })
 	}
 }
+
+// TestCompressLevel: gzip levels reach the encoder (the header's XFL byte says 4 for
+// level 1, 2 for level 9, 0 for the default), zstd levels map onto different encoders
+// (level 1 and 19 produce different frames), and every output decompresses to the input.
+func TestCompressLevel(t *testing.T) {
+	var src []byte
+	for i := 0; len(src) < 200<<10; i++ {
+		src = append(src, fmt.Sprintf("record %d of a level test, key k%d, value %x; ", i, i%97, i*7919)...)
+	}
+	roundTrip := func(codec int8, level int) []byte {
+		t.Helper()
+		out, err := CompressLevel(codec, level, nil, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecompressLimit(codec, out, len(src))
+		if err != nil || !bytes.Equal(back, src) {
+			t.Fatalf("codec %d level %d: round trip failed: %v", codec, level, err)
+		}
+		return out
+	}
+	for level, xfl := range map[int]byte{1: 4, 9: 2, -1: 0, DefaultLevel: 0} {
+		if got := roundTrip(Gzip, level)[8]; got != xfl {
+			t.Errorf("gzip level %d: XFL %d, want %d", level, got, xfl)
+		}
+	}
+	fast, best := roundTrip(Zstd, 1), roundTrip(Zstd, 19)
+	if bytes.Equal(fast, best) || len(best) >= len(fast) {
+		t.Errorf("zstd level 19 gave %d bytes, level 1 %d: want smaller, different output", len(best), len(fast))
+	}
+	if def := roundTrip(Zstd, DefaultLevel); !bytes.Equal(def, roundTrip(Zstd, 3)) {
+		t.Error("zstd DefaultLevel differs from level 3")
+	}
+	roundTrip(Zstd, -1)
+}

@@ -16,13 +16,14 @@
 // test-only internal.segment.bytes), segment.ms, index.interval.bytes, retention.ms,
 // retention.bytes, cleanup.policy, delete.retention.ms, min.compaction.lag.ms,
 // max.message.bytes, message.timestamp.type, message.timestamp.before.max.ms,
-// message.timestamp.after.max.ms, compression.type.
+// message.timestamp.after.max.ms, compression.type, compression.gzip.level,
+// compression.zstd.level.
 //
 // Stored, validated and described but not acted on (so clients listing configs see Kafka's
 // set): segment.jitter.ms, segment.index.bytes, flush.messages, flush.ms (exactq fsyncs by
 // group commit), max.compaction.lag.ms, file.delete.delay.ms, min.cleanable.dirty.ratio,
-// unclean.leader.election.enable, min.insync.replicas (single node), compression.gzip.level,
-// compression.lz4.level, compression.zstd.level, preallocate,
+// unclean.leader.election.enable, min.insync.replicas (single node),
+// compression.lz4.level, preallocate,
 // leader.replication.throttled.replicas, follower.replication.throttled.replicas,
 // local.retention.ms, local.retention.bytes, remote.log.copy.disable, remote.copy.lag.ms,
 // remote.copy.lag.bytes, remote.log.delete.on.disable, errors.deadletterqueue.group.enable.

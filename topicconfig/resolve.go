@@ -110,6 +110,9 @@ type LogSettings struct {
 	MessageTimestampAfterMaxMs  int64 // message.timestamp.after.max.ms
 	// CompressionType is one of uncompressed, zstd, lz4, snappy, gzip, producer.
 	CompressionType string
+	// CompressionLevel is compression.gzip.level or compression.zstd.level when
+	// CompressionType is gzip or zstd, else 0 (no level applies).
+	CompressionLevel int
 }
 
 // LogSettings extracts the settings the log acts on.
@@ -131,6 +134,12 @@ func (r Resolved) LogSettings() LogSettings {
 		MessageTimestampBeforeMaxMs: r.Long(MessageTimestampBeforeMaxMs),
 		MessageTimestampAfterMaxMs:  r.Long(MessageTimestampAfterMaxMs),
 		CompressionType:             r.String(CompressionType),
+	}
+	switch s.CompressionType {
+	case "gzip":
+		s.CompressionLevel = int(r.Int(CompressionGzipLevel))
+	case "zstd":
+		s.CompressionLevel = int(r.Int(CompressionZstdLevel))
 	}
 	for _, p := range r.List(CleanupPolicy) {
 		switch p {
