@@ -1,8 +1,10 @@
 // Package batch validates and inspects Kafka record batches (magic v2) in their wire form.
 //
 // exactq stores batches exactly as producers sent them: the broker validates a batch, sets
-// its base offset and appends the bytes. Nothing here re-encodes a batch; the header is
-// decoded with kmsg.RecordBatch, which slices the records instead of copying them.
+// its base offset and appends the bytes. The one exception is a topic whose
+// compression.type names another codec: Recompress re-encodes the records' bytes into it,
+// keeping every record and header field. The header is decoded with kmsg.RecordBatch,
+// which slices the records instead of copying them.
 package batch
 
 import (
