@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/txn/txnwire"
+	"github.com/exactq/exactq/internal/txn/txnwire"
 )
 
 // Limits of one connection.

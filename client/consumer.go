@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/internal/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )

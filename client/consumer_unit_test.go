@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/internal/batch"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/exactq/exactq/batch"
+	"github.com/exactq/exactq/internal/batch"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )

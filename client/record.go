@@ -3,7 +3,7 @@ package client
 import (
 	"time"
 
-	"github.com/exactq/exactq/compress"
+	"github.com/exactq/exactq/internal/compress"
 )
 
 // Record is one message produced or consumed.

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/share/sharepartition"
+	"github.com/exactq/exactq/internal/share/sharepartition"
 )
 
 // KIP-939 two-phase commit against the in-process broker, with KIP-1289 share

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	ebroker "github.com/exactq/exactq/broker"
+	ebroker "github.com/exactq/exactq/internal/broker"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/txnshare"
 	"github.com/twmb/franz-go/pkg/kerr"

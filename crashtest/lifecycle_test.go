@@ -23,7 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactq/exactq/bench/brokerproc"
+	"github.com/exactq/exactq/internal/brokerproc"
 )
 
 // The checkpoint-lifecycle crash tests (issue 7, acceptance 1 and 2) run worker PROCESSES

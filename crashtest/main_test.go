@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/bench/brokerproc"
+	"github.com/exactq/exactq/internal/brokerproc"
 )
 
 var (

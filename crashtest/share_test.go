@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/bench/brokerproc"
+	"github.com/exactq/exactq/internal/brokerproc"
 	"github.com/exactq/exactq/client"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/batch"
-	"github.com/exactq/exactq/compress"
+	"github.com/exactq/exactq/internal/batch"
+	"github.com/exactq/exactq/internal/compress"
 )
 
 // rawBatch is a v2 record batch built field by field, so that a test can make it lie.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/bench/brokerproc"
+	"github.com/exactq/exactq/internal/brokerproc"
 )
 
 // addressSpaceLimitKiB caps every broker's virtual memory (ulimit -v): an attack that makes

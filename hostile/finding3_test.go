@@ -3,7 +3,7 @@ package hostile
 import (
 	"testing"
 
-	"github.com/exactq/exactq/compress"
+	"github.com/exactq/exactq/internal/compress"
 )
 
 // Finding 3: uncompressed records were not validated; consumers then met records they

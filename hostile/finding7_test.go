@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/compress"
+	"github.com/exactq/exactq/internal/compress"
 )
 
 // Finding 7: eight connections sending 1 MiB zstd bombs for 30 s: each batch was

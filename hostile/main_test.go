@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/bench/brokerproc"
+	"github.com/exactq/exactq/internal/brokerproc"
 )
 
 // flagFull runs every attack at the size the issue (#17) reported it at instead of the

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactq/exactq/compress"
+	"github.com/exactq/exactq/internal/compress"
 )
 
 // malformedBatch is a CRC-valid v2 batch whose records do not agree with its header.

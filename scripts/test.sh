@@ -21,7 +21,7 @@ go test -count=1 -timeout 40m ./...
 # fail under -race, which changes what allocates (sync.Pool drops items); they need a
 # race build tag to skip those first. Measured: 2m14s of wall time on a shared 2-core
 # machine (load average 5-10 from other work), the longest share/sharepartition (53 s).
-go test -race -count=1 -timeout 40m ./server ./log ./share/... ./group ./txn ./client ./eos ./fetchsession ./sim ./cmd/exactq
+go test -race -count=1 -timeout 40m ./internal/server ./internal/log ./internal/share/... ./internal/group ./internal/txn ./client ./eos ./internal/fetchsession ./sim ./cmd/exactq
 
 # Side-by-side smoke: every bench workload (P1-P7) at tiny sizes against exactq and Apache
 # Kafka 4.4 (jars via Maven on first use); fails if a workload breaks, never on speed.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/exactq/exactq/share/sharepartition"
+	"github.com/exactq/exactq/internal/share/sharepartition"
 )
 
 // TestStageBelowStartOffset is bug B1, found by the simulation (seed 1 and most others):

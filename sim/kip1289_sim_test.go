@@ -24,7 +24,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactq/exactq/share/sharepartition"
+	"github.com/exactq/exactq/internal/share/sharepartition"
 )
 
 var (

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/share/sharepartition"
+	"github.com/exactq/exactq/internal/share/sharepartition"
 )
 
 var bg = context.Background()

@@ -12,10 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/coordlog"
-	"github.com/exactq/exactq/share/sharepartition"
-	"github.com/exactq/exactq/share/sharestate"
-	"github.com/exactq/exactq/txn"
+	"github.com/exactq/exactq/internal/coordlog"
+	"github.com/exactq/exactq/internal/share/sharepartition"
+	"github.com/exactq/exactq/internal/share/sharestate"
+	"github.com/exactq/exactq/internal/txn"
 )
 
 // Sizes of the simulated system. Small on purpose: collisions (two members on one

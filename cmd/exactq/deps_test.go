@@ -14,7 +14,7 @@ func TestBrokerLinksNoBenchCode(t *testing.T) {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
 	forbidden := []string{
-		"github.com/exactq/exactq/bench", // the driver, bench/kafka (Maven), bench/brokerproc
+		"github.com/exactq/exactq/bench/internal/driver", // the driver, bench/kafka (Maven), bench/brokerproc
 		"golang.org/x/image",             // the charts
 	}
 	for _, dep := range strings.Fields(string(out)) {

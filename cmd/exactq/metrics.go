@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/exactq/exactq/broker"
+	"github.com/exactq/exactq/internal/broker"
 )
 
 // metricsHandler serves the broker's collector, extra (the server's gauges), plus the Go

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/exactq/exactq/broker"
-	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/internal/broker"
+	"github.com/exactq/exactq/internal/server"
 )
 
 // serveOptions are the broker's settings, from an optional properties file and then flags

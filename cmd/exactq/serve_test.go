@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/internal/server"
 	"github.com/spf13/pflag"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/client"
-	"github.com/exactq/exactq/share/sharepartition"
+	"github.com/exactq/exactq/internal/share/sharepartition"
 )
 
 const shareUsage = `Usage:

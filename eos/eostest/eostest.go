@@ -15,7 +15,7 @@ import (
 
 	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/share/sharepartition"
+	"github.com/exactq/exactq/internal/share/sharepartition"
 )
 
 // Timeout bounds each wait of these helpers.

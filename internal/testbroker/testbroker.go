@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/broker"
-	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/internal/broker"
+	"github.com/exactq/exactq/internal/server"
 )
 
 // Broker is a running test broker.

@@ -10,10 +10,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/exactq/exactq/bench"
+	"github.com/exactq/exactq/bench/internal/driver"
 )
 
-func main() { os.Exit(bench.Main(benchArgs(os.Args[1:]), os.Stdout, os.Stderr)) }
+func main() { os.Exit(driver.Main(benchArgs(os.Args[1:]), os.Stdout, os.Stderr)) }
 
 // benchArgs accepts -b/--b as bench's -brokers, as exactq's client commands do. bench keeps
 // its own default (no -brokers: it starts exactq itself), so none is added.

@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactq/exactq/broker"
-	"github.com/exactq/exactq/server"
+	"github.com/exactq/exactq/internal/broker"
+	"github.com/exactq/exactq/internal/server"
 )
 
 func main() {

@@ -1,0 +1,440 @@
+// Package broker owns topics and partitions and serves the data-plane and topic-admin
+// requests (produce, fetch, metadata, offsets, topic and config admin) for the wire server.
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/exactq/exactq/internal/server"
+	"github.com/exactq/exactq/txnshare"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/compress"
+	"github.com/exactq/exactq/internal/producerstate"
+)
+
+// FsyncPolicy says when the broker makes appended data durable.
+type FsyncPolicy int
+
+const (
+	// FsyncAlways: acks=all is answered after the data is fsynced (many requests share one
+	// fsync), and consumers only see fsynced data. The default.
+	FsyncAlways FsyncPolicy = iota
+	// FsyncNever leaves flushing to the OS, as Apache Kafka does by default: faster, but a
+	// machine crash (not a process crash) can lose acknowledged records.
+	FsyncNever
+)
+
+// Config is the broker's static configuration.
+type Config struct {
+	DataDir          string
+	NodeID           int32
+	AdvertisedHost   string
+	AdvertisedPort   int32
+	Rack             string
+	AutoCreateTopics bool
+	Fsync            FsyncPolicy
+	// BrokerConfigs are broker-level overrides of topic defaults by their Kafka broker config
+	// names (log.retention.ms, num.partitions, message.max.bytes, ...).
+	BrokerConfigs map[string]string
+	// TxnShareAckKey is the API key TxnShareAcknowledge (KIP-1289) is served at: 0 means
+	// txnshare.DefaultAPIKey (95), negative turns the feature off (not advertised).
+	TxnShareAckKey int16
+	// HousekeepingInterval is how often retention and compaction run (Kafka's
+	// log.retention.check.interval.ms, default 5 minutes).
+	HousekeepingInterval time.Duration
+	Now                  func() time.Time
+	Logger               *slog.Logger
+}
+
+// Broker is a single exactq node.
+type Broker struct {
+	cfg      Config
+	logger   *slog.Logger
+	now      func() time.Time
+	lock     *dataDirLock
+	meta     metaProperties
+	pids     *producerIDs
+	topics   topics
+	defaults brokerDefaults
+
+	// adminMu serializes topic creation, deletion and partition changes.
+	adminMu sync.Mutex
+	// partitionCount is how many partitions the broker hosts (internal topics included);
+	// changed under adminMu only. maxPartitions is max.broker.partitions (limits.go).
+	partitionCount atomic.Int64
+	maxPartitions  int64
+	// ratelog rate-limits log lines of failures that repeat per request (ratelog.go).
+	ratelog *rateLog
+
+	sessions *fetchSessions
+
+	// txn verifies transactional produce requests; nil until the transaction coordinator
+	// is wired, and transactional batches are refused meanwhile.
+	txn     atomic.Pointer[txnVerifierBox]
+	metrics *Metrics
+	// groupCfg holds GROUP config resource overrides.
+	groupCfg *groupConfigs
+	// coord holds the coordinators, started on first use.
+	coord coordinators
+	// features holds the finalized feature levels (features.go).
+	features *featureSet
+	// producerState configures every partition's producer state; its Budget is shared by
+	// all of them (producers.go).
+	producerState producerstate.Config
+	// decompression is the budget of produce-path decompression memory (produce.go).
+	decompression *compress.Budget
+	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
+	// __consumer_offsets partition, deciding its pending transactional offset commits.
+	onOffsetsMarker atomic.Pointer[func(partition int32, pid int64, commit bool)]
+
+	bg     sync.WaitGroup
+	stop   chan struct{}
+	closed bool
+}
+
+// Open opens (or initializes) the data directory, recovers every partition log and returns
+// a broker ready to serve.
+func Open(cfg Config) (*Broker, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("broker: DataDir is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HousekeepingInterval <= 0 {
+		cfg.HousekeepingInterval = 5 * time.Minute
+	}
+	defaults, err := newBrokerDefaults(cfg.BrokerConfigs)
+	if err != nil {
+		return nil, err
+	}
+	if k := cfg.TxnShareAckKey; k > 0 {
+		if _, taken := server.Kafka44[k]; taken {
+			return nil, fmt.Errorf("TxnShareAcknowledge API key %d is a Kafka API key; pick an unused one (default %d)", k, txnshare.DefaultAPIKey)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "topics"), 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{
+		cfg:      cfg,
+		logger:   cfg.Logger,
+		now:      cfg.Now,
+		lock:     lock,
+		defaults: defaults,
+		stop:     make(chan struct{}),
+		ratelog:  newRateLog(cfg.Logger, cfg.Now),
+
+		maxPartitions: defaults.maxBrokerPartitions(),
+		decompression: compress.NewBudget(defaults.topic.DecompressionBudgetBytes(),
+			decompressionWait),
+		topics: topics{
+			dir:     cfg.DataDir,
+			metaDir: filepath.Join(cfg.DataDir, "topics"),
+			byName:  map[string]*topic{},
+			byID:    map[[16]byte]*topic{},
+		},
+	}
+	b.producerState = b.producerStateConfig()
+	b.sessions = newFetchSessions(b)
+	b.metrics = newMetrics(b)
+	if err := b.load(); err != nil {
+		b.closeLogs()
+		lock.release()
+		return nil, err
+	}
+	if b.topics.get(shareGroupStateTopic) != nil {
+		if _, err := b.shares(); err != nil {
+			b.closeCoordinators()
+			b.closeLogs()
+			lock.release()
+			return nil, err
+		}
+	}
+	if b.topics.get(transactionStateTopic) != nil {
+		if _, err := b.txnCoordinator(); err != nil {
+			b.closeCoordinators()
+			b.closeLogs()
+			lock.release()
+			return nil, err
+		}
+	} else if b.topics.get(offsetsTopic) != nil {
+		if _, err := b.groupCoordinator(); err != nil {
+			b.closeLogs()
+			lock.release()
+			return nil, err
+		}
+	}
+	b.bg.Add(1)
+	go b.housekeeping()
+	return b, nil
+}
+
+func (b *Broker) load() error {
+	var err error
+	if b.meta, err = loadOrCreateMeta(b.cfg.DataDir, b.cfg.NodeID); err != nil {
+		return err
+	}
+	if b.features, err = openFeatures(b.cfg.DataDir, b.cfg.NodeID); err != nil {
+		return err
+	}
+	if b.pids, err = openProducerIDs(b.cfg.DataDir); err != nil {
+		return err
+	}
+	if err := b.pids.reserveFirst(); err != nil {
+		b.storageError("reserve producer ids", err)
+	}
+	if b.groupCfg, err = openGroupConfigs(b.cfg.DataDir, b.cfg.BrokerConfigs); err != nil {
+		return err
+	}
+	recs, err := loadTopicRecords(b.topics.metaDir)
+	if err != nil {
+		return err
+	}
+	known := map[string]int32{}
+	for _, rec := range recs {
+		known[rec.Name] = rec.Partitions
+	}
+	if err := removeOrphanPartitionDirs(b.cfg.DataDir, known); err != nil {
+		return err
+	}
+	started := time.Now()
+	type slot struct {
+		t *topic
+		i int32
+	}
+	var slots []slot
+	for _, rec := range recs {
+		id, err := parseTopicID(rec.ID)
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", rec.Name, err)
+		}
+		settings, err := b.resolveSettings(rec.Configs)
+		if err != nil {
+			return fmt.Errorf("topic %s: %w", rec.Name, err)
+		}
+		t := &topic{name: rec.Name, id: id, internal: isInternalTopic(rec.Name), configs: rec.Configs, settings: settings,
+			partitions: make([]*partition, rec.Partitions)}
+		for i := range rec.Partitions {
+			slots = append(slots, slot{t, i})
+		}
+		b.topics.byName[t.name] = t
+		b.topics.byID[t.id] = t
+	}
+	// Every partition opens on its own (a topic's partitions and topics alike), so they
+	// open in parallel; a failure closes every one that opened.
+	errs := parallel(len(slots), partitionWorkers, func(k int) error {
+		s := slots[k]
+		p, err := b.openPartition(s.t, s.i, s.t.settings)
+		s.t.partitions[s.i] = p
+		return err
+	})
+	if err := firstError(errs); err != nil {
+		for _, s := range slots {
+			if p := s.t.partitions[s.i]; p != nil {
+				b.closePartition(p)
+			}
+		}
+		clear(b.topics.byName)
+		clear(b.topics.byID)
+		return err
+	}
+	opened, clean := len(slots), 0
+	var scanned int64
+	for _, s := range slots {
+		r := s.t.partitions[s.i].log.Recovery()
+		scanned += r.ScannedBytes
+		if r.Clean {
+			clean++
+		}
+	}
+	b.partitionCount.Store(int64(opened))
+	if int64(opened) > b.maxPartitions {
+		b.logger.Warn("the broker hosts more partitions than max.broker.partitions: no new ones can be created",
+			"partitions", opened, "max_broker_partitions", b.maxPartitions)
+	}
+	// clean: partitions whose clean-shutdown marker held (nothing read); scanned_bytes: log
+	// data read and checked by recovery; took: logs and producer state.
+	b.logger.Info("data directory loaded", "dir", b.cfg.DataDir, "cluster_id", b.meta.ClusterID, "topics", len(recs),
+		"partitions", opened, "max_broker_partitions", b.maxPartitions, "clean", clean, "scanned_bytes", scanned, "took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// ClusterID is the data directory's cluster id.
+func (b *Broker) ClusterID() string { return b.meta.ClusterID }
+
+// Close stops background work, makes every log durable and closes it.
+func (b *Broker) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	close(b.stop)
+	b.closeCoordinators()
+	err := b.closeLogs()
+	b.bg.Wait()
+	b.lock.release()
+	return err
+}
+
+func (b *Broker) closeLogs() error {
+	var parts []*partition
+	for _, t := range b.topics.all() {
+		ps, _ := t.snapshot()
+		parts = append(parts, ps...)
+	}
+	return errors.Join(parallel(len(parts), partitionWorkers, func(i int) error { return b.closePartition(parts[i]) })...)
+}
+
+// closePartition closes a partition at shutdown, logging a snapshot it could not save.
+func (b *Broker) closePartition(p *partition) error {
+	return p.close(func(err error) {
+		b.storageError("producer-state snapshot", err, "topic", p.topic.name, "partition", p.index)
+	})
+}
+
+// housekeeping runs retention and compaction on every partition periodically.
+func (b *Broker) housekeeping() {
+	defer b.bg.Done()
+	tick := time.NewTicker(b.cfg.HousekeepingInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+			b.RunHousekeeping()
+		}
+	}
+}
+
+// RunHousekeeping applies retention and compaction to every partition once, forgets idle
+// producers (producer.id.expiration.ms), which bounds producer-state memory, and prunes
+// superseded share state.
+func (b *Broker) RunHousekeeping() {
+	b.pruneShareState()
+	for _, t := range b.topics.all() {
+		parts, settings := t.snapshot()
+		for _, p := range parts {
+			p.mu.Lock()
+			p.producers.Expire(b.now().UnixMilli())
+			p.pruneAborted(p.log.StartOffset())
+			p.mu.Unlock()
+			if settings.log.Delete {
+				if _, err := p.log.EnforceRetention(); err != nil {
+					b.logger.Error("retention failed", "topic", t.name, "partition", p.index, "err", err)
+				}
+			}
+			if settings.log.Compact {
+				if err := p.log.Compact(); err != nil {
+					b.logger.Error("compaction failed", "topic", t.name, "partition", p.index, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// producerSnapshotFile holds the partition's producer state and aborted-transaction index
+// as of a clean shutdown, so a restart replays only the log written after it instead of the
+// whole log.
+const producerSnapshotFile = "producer-state.snapshot"
+
+// partitionSnapshot is the content of producerSnapshotFile. Both parts are valid up to the
+// producer state's EndOffset.
+type partitionSnapshot struct {
+	Producers []byte       `json:"producers"` // producerstate.Snapshot
+	Aborted   []abortedTxn `json:"aborted"`
+}
+
+// rebuildProducerState restores the snapshot of the last clean shutdown, if any, and replays
+// the log after it. The snapshot stays valid after a later crash: it covers only data that
+// was durable when it was written, and recovery truncates only the unsynced tail.
+func (p *partition) rebuildProducerState() error {
+	from := p.log.StartOffset()
+	var snap partitionSnapshot
+	if err := readJSON(filepath.Join(p.log.Dir(), producerSnapshotFile), &snap); err == nil {
+		st, err := producerstate.Restore(snap.Producers, p.producers.Config())
+		if err == nil && st.EndOffset() <= p.log.EndOffset() {
+			p.producers = st
+			p.aborted = snap.Aborted
+			from = max(from, st.EndOffset())
+			p.snapshotCurrent = st.EndOffset() == p.log.EndOffset()
+		}
+	}
+	// Headers only (and whole transaction markers): the replay needs nothing else, and
+	// without a snapshot (after a crash) this reads the whole log. Not batch.Parse:
+	// compaction leaves offset gaps that its producer-side rules reject, and the log has
+	// already checked what it stores.
+	err := p.log.ScanHeaders(from, func(h *kmsg.RecordBatch) error {
+		if h.ProducerID < 0 {
+			return nil
+		}
+		done, ok, err := p.producers.Replay(*h)
+		if ok {
+			p.noteCompleted(done)
+		}
+		return err
+	})
+	p.refreshUnstable()
+	p.pruneAborted(p.log.StartOffset())
+	return err
+}
+
+// writeProducerSnapshot saves the producer state after the log was closed (and so synced).
+//
+// It is not fsynced: it only saves start-up work, and every way a crash can leave it is
+// safe. rebuildProducerState ignores a missing, torn or empty file (and replays the log
+// from its start) and replays from an older snapshot's end, which covers only data that was
+// durable when it was written; the log itself was made durable before this file is written.
+// Two fsyncs per partition were half of the time a shutdown took.
+//
+// A partition with nothing to remember and nothing to replay (no producers, no aborted
+// transactions, an empty log) gets no snapshot at all, and loses a stale one.
+func (p *partition) writeProducerSnapshot() error {
+	path := filepath.Join(p.log.Dir(), producerSnapshotFile)
+	p.mu.Lock()
+	empty := p.producers.NumProducers() == 0 && len(p.aborted) == 0 && p.log.EndOffset() == p.log.StartOffset()
+	snap := partitionSnapshot{Aborted: p.aborted}
+	if !empty {
+		snap.Producers = p.producers.Snapshot()
+	}
+	p.mu.Unlock()
+	if empty {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	return replaceFileNoSync(path, b)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("corrupt %s: %w", path, err)
+	}
+	return nil
+}

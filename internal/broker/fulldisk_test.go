@@ -1,0 +1,158 @@
+package broker_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/internal/broker"
+	"github.com/exactq/exactq/internal/testbroker"
+)
+
+// smallDisk mounts a tmpfs of sizeBytes for the test (it needs root) and returns its path.
+func smallDisk(t *testing.T, sizeBytes int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs to fill needs root")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(sizeBytes)); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v): a full disk cannot be simulated here", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// fillDisk writes the file name until the file system is full and returns a function
+// that removes it.
+func fillDisk(t *testing.T, dir, name string) func() {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	// Fill the last partial block too.
+	for _, n := range []int{4096, 512, 1} {
+		for {
+			if _, err := f.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+	}
+	f.Close()
+	return func() { os.Remove(path) }
+}
+
+// syncBuffer is a log sink tests read while the broker writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A broker whose disk is full starts (it needs to write nothing to start), serves what it
+// has, refuses writes with KAFKA_STORAGE_ERROR and says so in its log at error level; once
+// space returns, writes work again. Before the fix it could not start
+// ("producer-ids.json.tmp: no space left on device") and a full disk logged nothing.
+func TestStartWithFullDisk(t *testing.T) {
+	disk := smallDisk(t, 16<<20)
+	data := filepath.Join(disk, "data")
+	var logs syncBuffer
+	withLog := func(c *broker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	tb := testbroker.Start(t, testbroker.WithDataDir(data), withLog)
+	cl := newClient(t, tb.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctxT(t), 2, 1, nil, "full"); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, cl, "full", 100)
+	if _, err := adm.CommitOffsets(ctxT(t), "g", kadm.OffsetsFromRecords(kgo.Record{Topic: "full", Partition: 0, Offset: 5})); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	tb.Stop()
+
+	free := fillDisk(t, disk, "filler")
+	tb.Restart()
+	got := consumeAll(t, tb.Addr, "full", 100)
+	if n := len(got[0]) + len(got[1]); n != 100 {
+		t.Fatalf("read %d records on a full disk, want 100", n)
+	}
+	// Starting removed files (the clean-shutdown markers): fill what they freed.
+	freeMore := fillDisk(t, disk, "filler2")
+	prod := newClient(t, tb.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(0),
+		kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	rnd := make([]byte, 100<<10)
+	rand.Read(rnd)
+	err := prod.ProduceSync(ctxT(t), &kgo.Record{Topic: "full", Value: rnd}).FirstErr()
+	if !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("produce on a full disk: %v, want KAFKA_STORAGE_ERROR", err)
+	}
+	// The start (its producer-id reservation) and the refused write are both in the log.
+	for _, want := range []string{"storage error: reserve producer ids", "log write failed"} {
+		if !hasErrorLine(logs.String(), want, "no space left on device") {
+			t.Fatalf("no error-level line %q with the cause in the log:\n%s", want, logs.String())
+		}
+	}
+	// A stop on the full disk is clean too: the snapshot it cannot write is only logged.
+	prod.Close()
+	tb.Stop()
+	if !hasErrorLine(logs.String(), "storage error: producer-state snapshot", "no space left on device") {
+		t.Fatalf("the snapshot that could not be written was not logged:\n%s", logs.String())
+	}
+	tb.Restart()
+	free()
+	freeMore()
+	prod = newClient(t, tb.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := prod.ProduceSync(ctxT(t), &kgo.Record{Topic: "full", Value: rnd}).FirstErr(); err != nil {
+		t.Fatalf("produce once space returned: %v", err)
+	}
+	if got := consumeAll(t, tb.Addr, "full", 101); len(got[0])+len(got[1]) != 101 {
+		t.Fatalf("after space returned: %d records, want 101", len(got[0])+len(got[1]))
+	}
+}
+
+// hasErrorLine reports whether logs has an error-level line with msg and cause.
+func hasErrorLine(logs, msg, cause string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "level=ERROR") && strings.Contains(line, msg) && strings.Contains(line, cause) {
+			return true
+		}
+	}
+	return false
+}
