@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/internal/share/sharepartition"
+	"github.com/exactq/exactq/internal/testbroker"
 )
 
 // KIP-939 two-phase commit against the in-process broker, with KIP-1289 share

@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/internal/brokerproc"
 	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/internal/brokerproc"
 )
 
 // flagShareCycles is the number of kill/restart cycles of TestShareStateSurvivesKill.

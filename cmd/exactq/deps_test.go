@@ -15,7 +15,7 @@ func TestBrokerLinksNoBenchCode(t *testing.T) {
 	}
 	forbidden := []string{
 		"github.com/exactq/exactq/bench/internal/driver", // the driver, bench/kafka (Maven), bench/brokerproc
-		"golang.org/x/image",             // the charts
+		"golang.org/x/image",                             // the charts
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

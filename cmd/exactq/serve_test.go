@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/internal/server"
+	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/spf13/pflag"
 )
 

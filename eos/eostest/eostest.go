@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/client"
-	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/internal/share/sharepartition"
+	"github.com/exactq/exactq/internal/testbroker"
 )
 
 // Timeout bounds each wait of these helpers.

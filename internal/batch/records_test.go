@@ -8,8 +8,8 @@ import (
 	"hash/crc32"
 	"testing"
 
-	"github.com/exactq/exactq/internal/compress"
 	"github.com/exactq/exactq/internal/alloctest"
+	"github.com/exactq/exactq/internal/compress"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"

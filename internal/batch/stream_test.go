@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/internal/compress"
 	"github.com/exactq/exactq/internal/alloctest"
+	"github.com/exactq/exactq/internal/compress"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )

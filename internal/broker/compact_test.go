@@ -10,8 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/internal/log"
+	"github.com/exactq/exactq/internal/testbroker"
 )
 
 // A compacted topic keeps the latest value per key, and a broker restarted without a

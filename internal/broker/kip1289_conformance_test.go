@@ -24,8 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/internal/share/sharestate"
+	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/txnshare"
 )
 

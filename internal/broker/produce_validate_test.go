@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/internal/batch"
 	"github.com/exactq/exactq/internal/alloctest"
+	"github.com/exactq/exactq/internal/batch"
 	"github.com/exactq/exactq/internal/testbroker"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/batch"
-	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/internal/log"
+	"github.com/exactq/exactq/internal/testbroker"
 )
 
 // plantLyingBatch appends to the stopped broker's partition dir the batch of issue 17

@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactq/exactq/internal/brokerproc"
 	"github.com/exactq/exactq/bench/internal/kafka"
+	"github.com/exactq/exactq/internal/brokerproc"
 )
 
 const cliUsage = `exactq-bench: whole-system benchmark, side by side with Apache Kafka

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactq/exactq/internal/brokerproc"
 	"github.com/exactq/exactq/bench/internal/kafka"
+	"github.com/exactq/exactq/internal/brokerproc"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
