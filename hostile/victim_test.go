@@ -11,8 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/exactq/exactq/client"
 )
 
 const (
@@ -64,7 +62,7 @@ type victim struct {
 	t      *testing.T
 	prod   *kgo.Client
 	cons   *kgo.Client
-	share  *client.ShareConsumer
+	share  *kgo.Client // a share-group member (kgo.ShareGroup): each poll accepts the previous one
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -112,9 +110,8 @@ func startVictim(t *testing.T, addr string, share bool) *victim {
 		t.Fatal(err)
 	}
 	if share {
-		v.share, err = client.NewShareConsumer(client.ShareConsumerConfig{
-			Brokers: []string{addr}, Group: victimShareGroup, Topics: []string{victimTopic},
-		})
+		v.share, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup(victimShareGroup),
+			kgo.ConsumeTopics(victimTopic), kgo.FetchMaxWait(500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,17 +199,16 @@ func (v *victim) consume(ctx context.Context) {
 }
 
 func (v *victim) shareConsume(ctx context.Context) {
-	recs, err := v.share.Poll(ctx)
-	if err != nil && !errors.Is(err, context.Canceled) {
+	fs := v.share.PollFetches(ctx)
+	now := time.Now()
+	if fs.Err() != nil && ctx.Err() == nil {
+		// Paces the retry while an attack makes the broker refuse the share fetch.
 		select {
 		case <-ctx.Done():
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	now := time.Now()
-	for _, r := range recs {
-		v.shared.add(now, now.Sub(r.Timestamp))
-	}
+	fs.EachRecord(func(r *kgo.Record) { v.shared.add(now, now.Sub(r.Timestamp)) })
 }
 
 // window measures the victim over [from, to).
@@ -239,9 +235,12 @@ func (v *victim) stop() {
 	v.prod.Close()
 	v.cons.Close()
 	if v.share != nil {
+		// Leaving releases what the member still holds; bounded, because the broker may be
+		// dead (Close alone would leave with the client's own, endless, context).
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = v.share.Close(ctx)
+		_ = v.share.LeaveGroupContext(ctx)
 		cancel()
+		v.share.Close()
 	}
 }
 
