@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -47,7 +46,9 @@ const DefaultCommitInterval = 100 * time.Millisecond
 // PipelineConfig is a pipeline workload: read every record of Input (which holds exactly
 // Records records when the run starts), write one output per input to Output (key
 // "partition/offset" of the input, the input's value), committing every CommitInterval.
-// The clients are exactq's own (package client), the only Go client with KIP-1289.
+// Each mode's clients are in its stage: P4 is kgo's GroupTransactSession, the share
+// baseline kgo's share consumer and an idempotent kgo producer, P5 exactq's own client
+// (package client: the transactional share acknowledgements of KIP-1289).
 type PipelineConfig struct {
 	Brokers         []string
 	Mode            PipelineMode
@@ -93,23 +94,75 @@ func (r PipelineResult) RecordsPerSec() float64 { return float64(r.Records) / r.
 
 // pipelineInput is one polled input waiting for its commit.
 type pipelineInput struct {
-	polled    time.Time
-	partition int32
-	offset    int64
-	bytes     int
+	polled      time.Time // when the poll that returned it returned
+	partition   int32
+	offset      int64
+	bytes       int
+	redelivered bool // a share delivery count above 1
 }
 
-// pipelineSource is the consuming side: a group consumer or a share consumer.
-type pipelineSource interface {
-	poll(ctx context.Context) ([]*client.Record, error)
-	// accepted is called for every polled record once its output was produced.
-	accepted(r *client.Record) error
-	// commit makes the open transaction (checkpoint) durable; abortable errors mean the
-	// transaction must be aborted.
-	commit(ctx context.Context, p *client.Producer) error
-	// aborted undoes the open transaction's consumption (P4: seek back).
-	aborted(ctx context.Context) error
+// pipelineStage is one pipeline's clients: it consumes inputs, produces one output for each
+// and commits outputs and consumption together (PipelineShare: checkpoints them).
+type pipelineStage interface {
+	// poll waits until deadline at most for inputs and returns them with their outputs
+	// produced and their consumption recorded in the open transaction (checkpoint), which
+	// it begins when none is open. A poll that ends at its deadline returns nothing and no
+	// error.
+	poll(ctx context.Context, deadline time.Time) ([]pipelineInput, error)
+	// commit ends the open transaction; committed is false when it was aborted instead (the
+	// inputs are consumed again).
+	commit(ctx context.Context) (committed bool, err error)
 	close()
+}
+
+// outputRecord is the output of input r: key "partition/offset" of the input, its value.
+func outputRecord(topic string, partition int32, offset int64, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "%d/%d", partition, offset), Value: value}
+}
+
+// firstError keeps the first error reported from clients' callbacks.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+	n   int
+}
+
+func (f *firstError) set(err error) {
+	if err == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// get is nil or the first error with how many there were.
+func (f *firstError) get(what string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		return nil
+	}
+	return fmt.Errorf("%d %s errors, first: %w", f.n, what, f.err)
+}
+
+// pollFetches calls poll (a kgo PollFetches) with a context ending at deadline; the
+// deadline passing is not an error. It returns when poll returned.
+func pollFetches(ctx context.Context, deadline time.Time, poll func(context.Context) kgo.Fetches) (kgo.Fetches, time.Time, error) {
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	fs := poll(pctx)
+	now := time.Now()
+	var err error
+	fs.EachError(func(t string, p int32, e error) {
+		if err == nil && !(pctx.Err() != nil && ctx.Err() == nil && errors.Is(e, pctx.Err())) {
+			err = fmt.Errorf("%s[%d]: %w", t, p, e)
+		}
+	})
+	return fs, now, err
 }
 
 // RunPipeline runs one pipeline until every input has a committed output.
@@ -117,86 +170,54 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 	if cfg.Records <= 0 || cfg.Input == "" || cfg.Output == "" || cfg.Group == "" {
 		return PipelineResult{}, fmt.Errorf("bench: bad pipeline config %+v", cfg)
 	}
+	if cfg.Mode != PipelineShare && cfg.TransactionalID == "" {
+		return PipelineResult{}, errors.New("bench: a transactional pipeline needs a transactional id")
+	}
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = DefaultCommitInterval
 	}
-	transactional := cfg.Mode != PipelineShare
-	pcfg := client.ProducerConfig{Brokers: cfg.Brokers}
-	if transactional {
-		if cfg.TransactionalID == "" {
-			return PipelineResult{}, errors.New("bench: a transactional pipeline needs a transactional id")
-		}
-		pcfg.TransactionalID = cfg.TransactionalID
-	}
-	prod, err := client.NewProducer(pcfg)
-	if err != nil {
-		return PipelineResult{}, err
-	}
-	defer prod.Close()
-	if transactional {
-		if err := prod.InitTransactions(ctx); err != nil {
-			return PipelineResult{}, fmt.Errorf("bench: init transactions: %w", err)
-		}
-	}
-	var src pipelineSource
+	var (
+		stage pipelineStage
+		err   error
+	)
 	t0 := time.Now()
 	switch cfg.Mode {
 	case PipelineEOSGroup:
-		src, err = newGroupSource(cfg)
+		stage, err = newGroupTxnStage(cfg)
+	case PipelineEOSShare:
+		stage, err = newShareTxnStage(ctx, cfg)
 	default:
-		src, err = newShareSource(ctx, cfg)
+		stage, err = newShareStage(ctx, cfg)
 	}
 	if err != nil {
 		return PipelineResult{}, err
 	}
-	defer src.close()
+	defer stage.close()
 
 	var (
-		mu        sync.Mutex
+		mu        sync.Mutex // res.Records, read by the progress reporter
 		committed = map[int32]map[int64]bool{}
 		res       PipelineResult
 		lat       = make([]time.Duration, 0, cfg.Records)
 		open      []pipelineInput
 		txnStart  time.Time
 		first     time.Time
-		produceMu sync.Mutex
-		produceEr error
 	)
 	stopProgress := startProgress(cfg.Progress, func() int { mu.Lock(); defer mu.Unlock(); return res.Records })
 	defer stopProgress()
-	onProduced := func(_ *client.Record, err error) {
-		if err != nil {
-			produceMu.Lock()
-			if produceEr == nil {
-				produceEr = err
-			}
-			produceMu.Unlock()
-		}
-	}
 	commit := func() error {
-		if len(open) == 0 {
-			return nil
-		}
-		err := src.commit(ctx, prod)
-		if err == nil && !transactional {
-			produceMu.Lock()
-			err = produceEr
-			produceMu.Unlock()
+		ok, err := stage.commit(ctx)
+		if err != nil {
+			return err
 		}
 		now := time.Now()
-		if err != nil {
-			if !transactional || !errors.Is(err, client.ErrTransactionAbortable) {
-				return err
-			}
-			if aerr := prod.AbortTransaction(ctx); aerr != nil {
-				return errors.Join(err, aerr)
-			}
-			res.Aborts++
-			open = open[:0]
-			return src.aborted(ctx)
-		}
 		mu.Lock()
 		defer mu.Unlock()
+		if !ok {
+			res.Aborts++
+			open = open[:0]
+			return nil
+		}
 		res.Commits++
 		for _, in := range open {
 			seen := committed[in.partition]
@@ -228,47 +249,37 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 		if len(open) > 0 {
 			deadline = txnStart.Add(cfg.CommitInterval)
 		}
-		pctx, cancel := context.WithDeadline(ctx, deadline)
-		recs, err := src.poll(pctx)
-		cancel()
-		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+		ins, err := stage.poll(ctx, deadline)
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
 			return res, fmt.Errorf("bench: %s poll: %w", cfg.Mode, err)
 		}
-		now := time.Now()
-		if len(recs) > 0 {
-			idle = now
+		if len(ins) > 0 {
+			idle = ins[0].polled
 			if first.IsZero() {
-				first = now
-				res.Startup = now.Sub(t0)
+				first = idle
+				res.Startup = first.Sub(t0)
 				if cfg.OnStart != nil {
 					cfg.OnStart()
 				}
 			}
 			if len(open) == 0 {
-				txnStart = now
-				if transactional {
-					if err := prod.BeginTransaction(ctx); err != nil {
-						return res, fmt.Errorf("bench: begin transaction: %w", err)
-					}
-				}
+				txnStart = idle
 			}
-		} else if now.Sub(idle) > 30*time.Second {
+		} else if time.Since(idle) > 30*time.Second {
 			mu.Lock()
 			n := res.Records
 			mu.Unlock()
 			return res, fmt.Errorf("bench: %s: no input for 30s with %d of %d committed", cfg.Mode, n, cfg.Records)
 		}
-		for _, r := range recs {
-			if r.DeliveryCount > 1 {
+		for _, in := range ins {
+			if in.redelivered {
 				res.Redelivered++
 			}
-			out := &client.Record{Topic: cfg.Output, Key: fmt.Appendf(nil, "%d/%d", r.Partition, r.Offset), Value: r.Value}
-			prod.Produce(ctx, out, onProduced)
-			if err := src.accepted(r); err != nil {
-				return res, err
-			}
-			open = append(open, pipelineInput{polled: now, partition: r.Partition, offset: r.Offset, bytes: len(r.Value)})
 		}
+		open = append(open, ins...)
 		if len(open) > 0 && (time.Since(txnStart) >= cfg.CommitInterval || (cfg.CommitRecords > 0 && len(open) >= cfg.CommitRecords)) {
 			if err := commit(); err != nil {
 				return res, fmt.Errorf("bench: %s commit: %w", cfg.Mode, err)
@@ -280,142 +291,6 @@ func RunPipeline(ctx context.Context, cfg PipelineConfig) (PipelineResult, error
 	res.P50, res.P99, res.P999 = quantile(lat, 0.50), quantile(lat, 0.99), quantile(lat, 0.999)
 	return res, nil
 }
-
-// groupSource is P4's consumer-group member (read_committed, no auto commit).
-type groupSource struct {
-	c         *client.Consumer
-	committed map[client.TopicPartition]int64 // positions as of the last commit
-}
-
-func newGroupSource(cfg PipelineConfig) (*groupSource, error) {
-	c, err := client.NewConsumer(client.ConsumerConfig{
-		Brokers: cfg.Brokers, Group: cfg.Group, IsolationLevel: client.ReadCommitted, DisableAutoCommit: true,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Subscribe(cfg.Input); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return &groupSource{c: c, committed: map[client.TopicPartition]int64{}}, nil
-}
-
-func (g *groupSource) poll(ctx context.Context) ([]*client.Record, error) { return g.c.Poll(ctx) }
-func (g *groupSource) accepted(*client.Record) error                      { return nil }
-func (g *groupSource) close()                                             { g.c.Close() }
-
-func (g *groupSource) commit(ctx context.Context, p *client.Producer) error {
-	offs := g.c.UncommittedOffsets()
-	if err := p.SendOffsetsToTransaction(ctx, offs, g.c.GroupMetadata()); err != nil {
-		return err
-	}
-	if err := p.CommitTransaction(ctx); err != nil {
-		return err
-	}
-	for tp, o := range offs {
-		g.committed[tp] = o
-	}
-	return nil
-}
-
-func (g *groupSource) aborted(context.Context) error {
-	for tp := range g.c.UncommittedOffsets() {
-		o, ok := g.committed[tp]
-		if !ok {
-			o = int64(client.Earliest)
-		}
-		if err := g.c.Seek(tp, client.Offset(o)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// shareSource is P5's share-group member (explicit acknowledgement).
-type shareSource struct {
-	c         *client.ShareConsumer
-	txn       bool
-	md        client.ShareGroupMetadata
-	mdSet     bool
-	ackErrors []error
-	mu        sync.Mutex
-}
-
-func newShareSource(ctx context.Context, cfg PipelineConfig) (*shareSource, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	if err := setGroupConfig(ctx, cl, cfg.Group, "share.auto.offset.reset", "earliest"); err != nil {
-		return nil, err
-	}
-	for k, v := range cfg.GroupConfigs {
-		if err := setGroupConfig(ctx, cl, cfg.Group, k, v); err != nil {
-			return nil, err
-		}
-	}
-	s := &shareSource{txn: cfg.Mode == PipelineEOSShare}
-	c, err := client.NewShareConsumer(client.ShareConsumerConfig{
-		Brokers: cfg.Brokers, Group: cfg.Group, Topics: []string{cfg.Input}, AckMode: client.AckExplicit,
-		OnAcknowledged: func(rs []client.AckResult) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			for _, r := range rs {
-				if r.Err != nil {
-					s.ackErrors = append(s.ackErrors, r.Err)
-				}
-			}
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.c = c
-	return s, nil
-}
-
-func (s *shareSource) poll(ctx context.Context) ([]*client.Record, error) {
-	recs, err := s.c.Poll(ctx)
-	if len(recs) > 0 && !s.mdSet {
-		// The member metadata as of the records' acknowledgement: read before the open
-		// transaction's first acknowledgement, refreshed at every commit.
-		s.md, s.mdSet = s.c.GroupMetadata(), true
-	}
-	return recs, err
-}
-
-func (s *shareSource) accepted(r *client.Record) error { return s.c.Acknowledge(r, client.AckAccept) }
-
-func (s *shareSource) commit(ctx context.Context, p *client.Producer) error {
-	s.mdSet = false
-	if !s.txn {
-		if err := p.Flush(ctx); err != nil {
-			return err
-		}
-		if _, err := s.c.CommitSync(ctx); err != nil {
-			return err
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if len(s.ackErrors) > 0 {
-			return fmt.Errorf("%d acknowledgement errors, first: %w", len(s.ackErrors), s.ackErrors[0])
-		}
-		return nil
-	}
-	acks, err := s.c.AcknowledgementsForTransaction()
-	if err != nil {
-		return err
-	}
-	if err := p.SendShareAcksToTransaction(ctx, acks, s.md); err != nil {
-		return err
-	}
-	return p.CommitTransaction(ctx)
-}
-
-func (s *shareSource) aborted(context.Context) error { return nil } // the broker delivers them again
-func (s *shareSource) close()                        { _ = s.c.Close(context.Background()) }
 
 // setGroupConfigAt sets one group config through a short-lived kgo client.
 func setGroupConfigAt(ctx context.Context, brokers []string, group, name, value string) error {
