@@ -41,7 +41,7 @@ func newMetrics(b *Broker) *Metrics {
 		txnAckRecords: prometheus.NewDesc("exactq_txn_share_ack_records_total",
 			"Transactional share acknowledgements by outcome (staged, committed, aborted, archived_on_abort).", []string{"outcome"}, nil),
 		txPendingTotal: prometheus.NewDesc("exactq_tx_pending_records",
-			"Records currently TX_PENDING across loaded share partitions.", nil, nil),
+			"Records currently TX_PENDING in the durable share state (every share partition, loaded or not).", nil, nil),
 		topics: prometheus.NewDesc("exactq_topics", "Topics, internal ones included.", nil, nil),
 	}
 }

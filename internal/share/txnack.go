@@ -232,8 +232,9 @@ type TxnStats struct {
 	// markers applied through ApplyMarker (live share partitions or not);
 	// ArchivedOnAbort those of Aborted that were archived at the delivery limit (D5).
 	Committed, Aborted, ArchivedOnAbort int64
-	// Pending is the number of records currently TX_PENDING in the live share
-	// partitions (a gauge). Partitions not loaded since start-up are not counted.
+	// Pending is the number of records currently TX_PENDING in the durable share state
+	// (a gauge), loaded share partitions or not: it is right straight after a restart.
+	// A staging counts once it is durable, which is when it is answered.
 	Pending int64
 }
 
@@ -244,24 +245,11 @@ type txnCounters struct {
 
 // TxnStats returns the KIP-1289 counters.
 func (m *Manager) TxnStats() TxnStats {
-	s := TxnStats{
+	return TxnStats{
 		Staged:          m.txn.staged.Load(),
 		Committed:       m.txn.committed.Load(),
 		Aborted:         m.txn.aborted.Load(),
 		ArchivedOnAbort: m.txn.archivedOnAbort.Load(),
+		Pending:         m.store.TxPendingRecords(),
 	}
-	m.mu.Lock()
-	ps := make([]*partition, 0, len(m.parts))
-	for _, p := range m.parts {
-		ps = append(ps, p)
-	}
-	m.mu.Unlock()
-	for _, p := range ps {
-		p.mu.Lock()
-		if !p.dropped && p.sp != nil {
-			s.Pending += p.sp.TxPendingRecords()
-		}
-		p.mu.Unlock()
-	}
-	return s
 }

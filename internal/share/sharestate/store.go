@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -76,6 +77,9 @@ type part struct {
 	// markerEpoch is the highest marker epoch seen per producer id, to fence stagings
 	// that arrive after their transaction's marker (hanging transactions).
 	markerEpoch map[int64]int16
+	// txPending is the number of TX_PENDING offsets over every key: the sum of the
+	// entries' txPending, kept by reindex. Written under mu, read without it (metrics).
+	txPending atomic.Int64
 	// end is one past the last offset this store appended or replayed.
 	end int64
 	// broken is set when an append failed in a way that leaves the log and memory
@@ -100,6 +104,8 @@ type entry struct {
 	snapshotMs     int64
 	// pids are the producer ids with TX_PENDING batches in batches.
 	pids []int64
+	// txPending is the number of TX_PENDING offsets in batches.
+	txPending int64
 }
 
 // New returns a Store over the given partitions of __share_group_state, after replaying
@@ -146,6 +152,7 @@ func (s *Store) Load(lp coordlog.Partition) error {
 func (p *part) load(s *Store) error {
 	p.keys, p.pending, p.markerEpoch = map[Key]*entry{}, map[int64]map[Key]struct{}{}, map[int64]int16{}
 	p.end, p.broken = 0, nil
+	p.txPending.Store(0)
 	if err := p.log.Replay(func(st coordlog.Stored) error { return p.replay(s, st) }); err != nil {
 		p.broken = err
 		return fmt.Errorf("sharestate: load __share_group_state-%d: %w", p.log.Index(), err)
@@ -321,7 +328,8 @@ type MarkerResult struct {
 	Committed, Aborted, ArchivedOnAbort int64
 }
 
-// reindex recomputes e's staging producers and updates the partition's pending index.
+// reindex recomputes e's staging producers and TX_PENDING count and updates the
+// partition's pending index and count.
 func (p *part) reindex(k Key, e *entry) {
 	for _, pid := range e.pids {
 		if m := p.pending[pid]; m != nil {
@@ -332,11 +340,19 @@ func (p *part) reindex(k Key, e *entry) {
 		}
 	}
 	e.pids = e.pids[:0]
+	var pending int64
 	for i := range e.batches {
-		if b := &e.batches[i]; b.DeliveryState == StateTxPending && !slices.Contains(e.pids, b.TxnProducerID) {
+		b := &e.batches[i]
+		if b.DeliveryState != StateTxPending {
+			continue
+		}
+		pending += b.LastOffset - b.FirstOffset + 1
+		if !slices.Contains(e.pids, b.TxnProducerID) {
 			e.pids = append(e.pids, b.TxnProducerID)
 		}
 	}
+	p.txPending.Add(pending - e.txPending)
+	e.txPending = pending
 	for _, pid := range e.pids {
 		m := p.pending[pid]
 		if m == nil {
@@ -779,6 +795,18 @@ func (s *Store) Keys() []Key {
 	}
 	slices.SortFunc(out, compareKeys)
 	return out
+}
+
+// TxPendingRecords is the number of offsets TX_PENDING in the durable state of every key:
+// acknowledgements staged in transactions whose marker has not been applied. It is right
+// from the moment New replays the log, whether or not any share partition was loaded
+// since (the broker's TX_PENDING gauge reads it).
+func (s *Store) TxPendingRecords() int64 {
+	var n int64
+	for _, p := range s.parts {
+		n += p.txPending.Load()
+	}
+	return n
 }
 
 // maxTombstonesPerBatch bounds one append of DeleteTopics (a topic deleted under

@@ -317,3 +317,43 @@ func TestDeleteTopics(t *testing.T) {
 		t.Fatalf("a marker after the delete resolved %v", resolved)
 	}
 }
+
+// TxPendingRecords counts the staged offsets of the durable state: it rises with a
+// staging, falls with the marker that resolves it, is rebuilt by a replay (a restart), and
+// drops a key's offsets when the key is deleted with its topic.
+func TestTxPendingRecordsFollowsDurableState(t *testing.T) {
+	f := newFixture(t, 3, 2) // a snapshot every 2 updates: the count survives snapshots too
+	want := func(what string, n int64) {
+		t.Helper()
+		if got := f.s.TxPendingRecords(); got != n {
+			t.Fatalf("%s: TxPendingRecords %d, want %d", what, got, n)
+		}
+	}
+	a, b := key("g", 0), key("h", 1)
+	want("empty store", 0)
+	stagedKey(t, f, a, staged(0, 4, 1, 7, 0, AckAccept), staged(5, 6, 1, 8, 0, AckReject))
+	stagedKey(t, f, b, staged(3, 9, 1, 7, 0, AckAccept))
+	want("after staging", 5+2+7)
+	must(t, f.s.Write(ctx, a, 0, 0, -1, -1, []StateBatch{sb(7, 8, StateAcknowledged, 1)}))
+	want("after an unrelated write", 14)
+	f.restart()
+	want("after a restart", 14)
+	f.marker(a, 7, 1, true)
+	want("after producer 7's commit on a's partition", 14-5-func() int64 {
+		if f.s.PartitionFor(a) == f.s.PartitionFor(b) {
+			return 7
+		}
+		return 0
+	}())
+	f.marker(b, 7, 1, true)
+	f.marker(a, 8, 1, false)
+	want("after every marker", 0)
+	f.restart()
+	want("after a restart with everything resolved", 0)
+	stagedKey(t, f, key("g", 2), staged(0, 9, 1, 9, 0, AckAccept))
+	want("after a new staging", 10)
+	if _, err := f.s.DeleteTopics(ctx, func([16]byte) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	want("after its topic was deleted", 0)
+}
