@@ -76,7 +76,7 @@ func TestCrashCycles(t *testing.T) {
 		before := l.numAcked()
 		ps := startProducers(t, b.Addr, crashTopic, crashPartitions, crashProducers, c, l, true)
 		if waitForAcks {
-			ps.awaitAcks(200, time.Now().Add(10*time.Second), b.Done())
+			ps.awaitAcks(200, 10*time.Second, b.Done())
 		}
 		select {
 		case <-time.After(delay): // the fault's timing, drawn from the seed
@@ -147,7 +147,7 @@ func TestCleanShutdown(t *testing.T) {
 	b := startBroker(t, dataDir, "", "always")
 	createTopic(t, b.Addr, "clean", crashPartitions, nil)
 	ps := startProducers(t, b.Addr, "clean", crashPartitions, crashProducers, 0, l, false)
-	if !ps.awaitAcks(3000, time.Now().Add(60*time.Second), b.Done()) {
+	if !ps.awaitAcks(3000, 60*time.Second, b.Done()) {
 		t.Fatalf("3000 acks not reached; broker log:\n%s", b.Logs())
 	}
 	ps.halt(t, true, 30*time.Second)

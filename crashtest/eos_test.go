@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactq/exactq/crashtest/internal/await"
 	"github.com/exactq/exactq/internal/brokerproc"
 )
 
@@ -149,7 +150,7 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 			hangs++
 		}
 		phaseNote := phase.String()
-		if phase != phaseAny && !pl.awaitPhase(phase, time.Now().Add(30*time.Second)) {
+		if phase != phaseAny && !pl.awaitPhase(phase, 30*time.Second) {
 			phaseNote += "(not reached)"
 		}
 		if phase == phaseEnd {
@@ -159,9 +160,7 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 			frac *= frac
 		}
 		jitter := time.Duration(frac * float64(pl.phaseLength(phase)))
-		if jitter > 0 {
-			<-time.After(jitter)
-		}
+		time.Sleep(jitter) // the fault's moment within the phase, drawn from the seed
 		b.Kill()
 		killedAt := time.Now()
 		if hanger != nil {
@@ -190,17 +189,17 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 				t.Errorf("cycle %d: hanging transaction %s is %s right after the restart, want Ongoing (or aborting)", c, hanger.id, hanger.state)
 			}
 			if killAgain {
-				hanger.second = awaitTxnLeaves(t, adm, hanger.id, "Ongoing", time.Now().Add(quiesceTimeout))
+				hanger.second = awaitTxnLeaves(t, adm, hanger.id, "Ongoing", quiesceTimeout)
 				b.Kill()
 				b = start(addr)
 			}
 		}
 
 		// The pipeline resumes: at least one more transaction commits.
-		if !pl.awaitCommits(before.committed+1, time.Now().Add(60*time.Second)) {
+		if !pl.awaitCommits(before.committed+1, 60*time.Second) {
 			fail("cycle %d: the pipeline committed no transaction within 60s of the restart; errors: %s", c, pl.errorSummary())
 		}
-		<-time.After(after) // keep it running under load for a seeded while
+		time.Sleep(after) // keep it running under load for a seeded while
 		if !pl.pause(60 * time.Second) {
 			fail("cycle %d: the pipeline did not pause within 60s; errors: %s", c, pl.errorSummary())
 		}
@@ -249,7 +248,7 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 		fail("list input end offsets: %v", err)
 	}
 	drainStart := time.Now()
-	if !awaitDrained(t, adm, ends, time.Now().Add(120*time.Second)) {
+	if !awaitDrained(t, adm, ends, 120*time.Second) {
 		fail("the pipeline did not consume all input within 120s; errors: %s", pl.errorSummary())
 	}
 	drained := time.Since(drainStart)
@@ -501,11 +500,11 @@ func (p *pipeline) enter(phase killPhase) {
 }
 
 // awaitPhase waits until the loop next enters phase.
-func (p *pipeline) awaitPhase(phase killPhase, deadline time.Time) bool {
+func (p *pipeline) awaitPhase(phase killPhase, timeout time.Duration) bool {
 	w := &phaseWaiter{phase: phase, ch: make(chan struct{})}
 	p.waiter.Store(w)
 	defer p.waiter.CompareAndSwap(w, nil)
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-w.ch:
@@ -783,20 +782,20 @@ func (p *pipeline) crash() {
 	<-p.done
 }
 
-func (p *pipeline) awaitCommits(n int64, deadline time.Time) bool {
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for p.committed.Load() < n {
-		if time.Now().After(deadline) {
-			return false
+// awaitCommits waits until n transactions committed in all, at most timeout or until the
+// pipeline ends.
+func (p *pipeline) awaitCommits(n int64, timeout time.Duration) bool {
+	return await.Until(timeout, 5*time.Millisecond, func() error {
+		if p.committed.Load() >= n {
+			return nil
 		}
 		select {
-		case <-tick.C:
 		case <-p.done:
-			return p.committed.Load() >= n
+			return await.Stop(errors.New("the pipeline ended"))
+		default:
+			return errors.New("not yet")
 		}
-	}
-	return true
+	}) == nil
 }
 
 // hangTxn is a transactional producer that writes to eos-out and disappears with the
@@ -843,39 +842,42 @@ func startHanger(t *testing.T, addr string, cycle int) *hangTxn {
 // client's first request after a kill can fail on its dead connection).
 func describeTxn(t *testing.T, adm *kadm.Client, id string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var state string
+	err := await.Until(30*time.Second, 50*time.Millisecond, func() error {
 		ds, err := adm.DescribeTransactions(ctxTimeout(t, 30*time.Second), id)
-		if err == nil {
-			d, ok := ds[id]
-			switch {
-			case !ok:
-				err = errors.New("not in the response")
-			case d.Err != nil:
-				err = d.Err
-			default:
-				return d.State
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("describe transaction %s: %v", id, err)
+		d, ok := ds[id]
+		switch {
+		case !ok:
+			return errors.New("not in the response")
+		case d.Err != nil:
+			return d.Err
 		}
-		<-time.After(50 * time.Millisecond) // retry
+		state = d.State
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("describe transaction %s: %v", id, err)
 	}
+	return state
 }
 
 // awaitTxnLeaves polls (as fast as the coordinator answers) until transactional id is no
 // longer in state, and returns its new state.
-func awaitTxnLeaves(t *testing.T, adm *kadm.Client, id, state string, deadline time.Time) string {
+func awaitTxnLeaves(t *testing.T, adm *kadm.Client, id, state string, timeout time.Duration) string {
 	t.Helper()
-	for {
-		if s := describeTxn(t, adm, id); s != state {
-			return s
+	var now string
+	if err := await.Until(timeout, 0, func() error {
+		if now = describeTxn(t, adm, id); now == state {
+			return fmt.Errorf("transaction %s still %s after its timeout", id, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transaction %s still %s after its timeout", id, state)
-		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
+	return now
 }
 
 // quiescent is the state of eos-out and the group once every transaction is decided.
@@ -895,26 +897,27 @@ var openTxnStates = []string{"Ongoing", "PrepareCommit", "PrepareAbort", "Prepar
 func quiesce(t *testing.T, adm *kadm.Client, timeout time.Duration) quiescent {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(timeout)
+	var q quiescent
 	// Request errors (a client's first request after a restart can fail on its dead
 	// connection) are retried for at least 10 s, also when timeout is 0.
-	errDeadline := start.Add(max(timeout, 10*time.Second))
-	var why string
-	for {
-		q, reason, err := quiescentNow(adm)
-		if err != nil {
-			why = err.Error()
-		} else if reason == "" {
-			q.waited = time.Since(start)
-			return q
-		} else {
-			why = reason
+	err := await.Until(max(timeout, 10*time.Second), 20*time.Millisecond, func() error {
+		now, reason, err := quiescentNow(adm)
+		switch {
+		case err != nil:
+			return err
+		case reason == "":
+			q = now
+			return nil
+		case time.Since(start) >= timeout:
+			return await.Stop(errors.New(reason))
 		}
-		if now := time.Now(); (err == nil && now.After(deadline)) || now.After(errDeadline) {
-			return quiescent{err: fmt.Errorf("not quiescent %v after the pipeline paused: %s", time.Since(start).Round(time.Millisecond), why), waited: time.Since(start)}
-		}
-		<-time.After(20 * time.Millisecond) // poll
+		return errors.New(reason)
+	})
+	q.waited = time.Since(start)
+	if err != nil {
+		q.err = fmt.Errorf("not quiescent %v after the pipeline paused: %w", q.waited.Round(time.Millisecond), err)
 	}
+	return q
 }
 
 // quiescentNow returns the state and "" when quiescent, else the reason it is not.
@@ -981,28 +984,22 @@ func quiescentNow(adm *kadm.Client) (quiescent, string, error) {
 }
 
 // awaitDrained waits until the group's committed offsets reach ends on every partition.
-func awaitDrained(t *testing.T, adm *kadm.Client, ends kadm.ListedOffsets, deadline time.Time) bool {
+func awaitDrained(t *testing.T, adm *kadm.Client, ends kadm.ListedOffsets, timeout time.Duration) bool {
 	t.Helper()
-	for {
+	return await.Until(timeout, 50*time.Millisecond, func() error {
 		offs, err := adm.FetchOffsets(ctxTimeout(t, 30*time.Second), eosGroup)
-		if err == nil {
-			done := true
-			for p := range int32(eosParts) {
-				e, _ := ends.Lookup(eosIn, p)
-				o, ok := offs.Lookup(eosIn, p)
-				if !ok || o.Err != nil || o.At < e.Offset {
-					done = false
-				}
-			}
-			if done {
-				return true
+		if err != nil {
+			return err
+		}
+		for p := range int32(eosParts) {
+			e, _ := ends.Lookup(eosIn, p)
+			o, ok := offs.Lookup(eosIn, p)
+			if !ok || o.Err != nil || o.At < e.Offset {
+				return fmt.Errorf("%s[%d] committed at %d, end %d", eosIn, p, o.At, e.Offset)
 			}
 		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-time.After(50 * time.Millisecond) // poll
-	}
+		return nil
+	}) == nil
 }
 
 // outRec is a data record of eos-out as the read_uncommitted reader saw it.

@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/crashtest/internal/await"
 )
 
 // loc is where a record was acknowledged.
@@ -228,22 +231,20 @@ func (ps *producers) failureReasons() string {
 	return strings.Join(out, "; ")
 }
 
-// awaitAcks waits until at least n records were acknowledged, the deadline passes or the
+// awaitAcks waits until at least n records were acknowledged, timeout passes or the
 // broker exits; it returns whether n was reached.
-func (ps *producers) awaitAcks(n int64, deadline time.Time, brokerDone <-chan struct{}) bool {
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for ps.acks.Load() < n {
-		if time.Now().After(deadline) {
-			return false
+func (ps *producers) awaitAcks(n int64, timeout time.Duration, brokerDone <-chan struct{}) bool {
+	return await.Until(timeout, 5*time.Millisecond, func() error {
+		if ps.acks.Load() >= n {
+			return nil
 		}
 		select {
-		case <-tick.C:
 		case <-brokerDone:
-			return ps.acks.Load() >= n
+			return await.Stop(errors.New("the broker exited"))
+		default:
+			return errors.New("not yet")
 		}
-	}
-	return true
+	}) == nil
 }
 
 // createTopic creates topic with the given partitions and configs.

@@ -149,7 +149,7 @@ func lifecycleRandom(t *testing.T, seed int64) {
 				}
 			}
 		}
-		<-time.After(delay) // the fault's moment, drawn from the seed
+		time.Sleep(delay) // the fault's moment, drawn from the seed
 		killedAt := time.Now()
 		switch kind {
 		case lcrWorkerAtStep, lcrWorkerAny:

@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactq/exactq/internal/brokerproc"
+
+	"github.com/exactq/exactq/crashtest/internal/await"
 )
 
 // The checkpoint-lifecycle crash tests (issue 7, acceptance 1 and 2) run worker PROCESSES
@@ -245,7 +247,7 @@ func (w *lcWorker) supervise(env []string) {
 		if stop {
 			return
 		}
-		<-time.After(50 * time.Millisecond) // like a supervisor's restart delay
+		time.Sleep(50 * time.Millisecond) // paces restarts, like a supervisor's restart delay
 	}
 }
 
@@ -587,16 +589,13 @@ func checkOutputOnce(t *testing.T, addr string, adm *kadm.Client, topic string, 
 // awaitEndOffset waits until partition 0 of topic has at least want offsets.
 func awaitEndOffset(t *testing.T, adm *kadm.Client, topic string, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		end, _ := shareOffsetsEnd(t, adm, topic)
-		if end >= want {
-			return
+	if err := await.Until(30*time.Second, 10*time.Millisecond, func() error {
+		if end, _ := shareOffsetsEnd(t, adm, topic); end < want {
+			return fmt.Errorf("%s: end offset %d after 30s, want %d", topic, end, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: end offset %d after 30s, want %d", topic, end, want)
-		}
-		<-time.After(10 * time.Millisecond) // poll
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

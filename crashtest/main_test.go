@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/internal/brokerproc"
+
+	"github.com/exactq/exactq/crashtest/internal/await"
 )
 
 var (
@@ -98,15 +100,18 @@ func tryStartBroker(t *testing.T, opts brokerproc.Options) (*brokerproc.Process,
 		opts.Binary = exactqBin
 	}
 	listen := opts.Listen
-	p, err := brokerproc.Start(opts)
+	var p *brokerproc.Process
 	// A fixed port (a restart that clients reconnect to) can be briefly held by a client
 	// socket that the kernel gave it as an ephemeral local port; retry until it is free.
-	for deadline := time.Now().Add(15 * time.Second); err != nil && listen != "" &&
-		strings.Contains(err.Error(), "address already in use") && time.Now().Before(deadline); {
-		t.Logf("port %s in use, retrying: %v", listen, err)
-		<-time.After(100 * time.Millisecond)
+	err := await.Until(15*time.Second, 100*time.Millisecond, func() error {
+		var err error
 		p, err = brokerproc.Start(opts)
-	}
+		if err == nil || listen == "" || !strings.Contains(err.Error(), "address already in use") {
+			return await.Stop(err)
+		}
+		t.Logf("port %s in use, retrying: %v", listen, err)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package crashtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,11 +14,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/brokerproc"
+
+	"github.com/exactq/exactq/crashtest/internal/await"
 )
 
 // flagShareCycles is the number of kill/restart cycles of TestShareStateSurvivesKill.
@@ -96,19 +100,14 @@ func setGroupConfig(t *testing.T, cl *kgo.Client, group string, kv ...string) {
 		res.Configs = append(res.Configs, c)
 	}
 	req.Resources = append(req.Resources, res)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := await.Until(30*time.Second, 50*time.Millisecond, func() error {
 		resp, err := req.RequestWith(ctxTimeout(t, 10*time.Second), cl)
-		if err == nil {
-			if code := resp.Resources[0].ErrorCode; code != 0 {
-				t.Fatalf("group %s config %v: error code %d", group, kv, code)
-			}
-			return
+		if err != nil {
+			return err // the broker may be restarting
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %s config %v: %v", group, kv, err)
-		}
-		<-time.After(50 * time.Millisecond) // retry
+		return await.Stop(kerr.ErrorForCode(resp.Resources[0].ErrorCode))
+	}); err != nil {
+		t.Fatalf("group %s config %v: %v", group, kv, err)
 	}
 }
 
@@ -128,28 +127,27 @@ func newRawClient(t *testing.T, addr string) *kgo.Client {
 // of topic, retrying request errors.
 func shareOffsets(t *testing.T, adm *kadm.Client, group, topic string) (start, lag int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := await.Until(30*time.Second, 50*time.Millisecond, func() error {
 		offs, err := adm.DescribeShareGroupOffsets(ctxTimeout(t, 10*time.Second), group)
 		if err == nil {
 			err = offs.Error()
 		}
-		if err == nil {
-			so, ok := offs[group].Offsets[topic][0]
-			switch {
-			case !ok:
-				err = fmt.Errorf("no offsets of %s[0] in %+v", topic, offs[group])
-			case so.Err != nil:
-				err = so.Err
-			default:
-				return so.StartOffset, so.Lag
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("describe share group offsets of %s: %v", group, err)
+		so, ok := offs[group].Offsets[topic][0]
+		switch {
+		case !ok:
+			return fmt.Errorf("no offsets of %s[0] in %+v", topic, offs[group])
+		case so.Err != nil:
+			return so.Err
 		}
-		<-time.After(50 * time.Millisecond) // retry
+		start, lag = so.StartOffset, so.Lag
+		return nil
+	}); err != nil {
+		t.Fatalf("describe share group offsets of %s: %v", group, err)
 	}
+	return start, lag
 }
 
 // produceInputs appends values to partition 0 of topic in batches of seeded sizes and
@@ -388,7 +386,7 @@ func TestShareStateSurvivesKill(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("cycle %d: the workers saw %d of %d deliveries within 30s", c, l.seen, target)
 		}
-		<-time.After(jitter) // the fault's timing, drawn from the seed
+		time.Sleep(jitter) // the fault's timing, drawn from the seed
 		sb.kill()
 		// The workers die with the broker: nothing they do from now on reaches a broker.
 		cancel()
@@ -494,56 +492,69 @@ func countBack(l *shareLedger, got map[int64]int16) int {
 	return n
 }
 
-// drainShare consumes group with a fresh explicit-mode consumer that ACCEPTs everything,
-// until the share start offset reaches the end of the topic with lag 0; it returns the
-// delivery count of each offset delivered, failing on a second delivery of an offset.
+// drainShare consumes group with a fresh kgo share consumer that ACCEPTs everything, until
+// the share start offset reaches the end of the topic with lag 0; it returns the delivery
+// count of each offset delivered, failing on a second delivery of an offset.
 func drainShare(t *testing.T, addr string, adm *kadm.Client, group, topic string) map[int64]int16 {
 	t.Helper()
-	cons, err := client.NewShareConsumer(client.ShareConsumerConfig{
-		Brokers: []string{addr}, Group: group, Topics: []string{topic}, AckMode: client.AckExplicit,
-		MaxWait: 100 * time.Millisecond,
-	})
+	var (
+		ackMu  sync.Mutex
+		ackErr error
+	)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+			ackMu.Lock()
+			defer ackMu.Unlock()
+			ackErr = cmp.Or(ackErr, rs.Error())
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := cons.Close(ctxTimeout(t, 10*time.Second)); err != nil {
+		if err := cons.LeaveGroupContext(ctxTimeout(t, 10*time.Second)); err != nil {
 			t.Errorf("close drain consumer: %v", err)
 		}
+		cons.Close()
 	}()
 	got := map[int64]int16{}
-	deadline := time.Now().Add(40 * time.Second)
-	for {
+	err = await.Until(40*time.Second, 0, func() error {
 		pctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		recs, err := cons.Poll(pctx)
+		fs := cons.PollFetches(pctx)
 		cancel()
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("drain %s: poll: %v", group, err)
-		}
-		for _, r := range recs {
-			if prev, dup := got[r.Offset]; dup {
-				t.Errorf("drain %s: offset %d delivered twice (counts %d and %d)", group, r.Offset, prev, r.DeliveryCount)
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("drain %s: poll: %v", group, err)
 			}
-			got[r.Offset] = r.DeliveryCount
-			if err := cons.Acknowledge(r, client.AckAccept); err != nil {
-				t.Fatalf("drain %s: acknowledge %d: %v", group, r.Offset, err)
+		})
+		if fs.NumRecords() > 0 {
+			fs.EachRecord(func(r *kgo.Record) {
+				if prev, dup := got[r.Offset]; dup {
+					t.Errorf("drain %s: offset %d delivered twice (counts %d and %d)", group, r.Offset, prev, r.DeliveryCount())
+				}
+				got[r.Offset] = int16(r.DeliveryCount())
+				r.Ack(kgo.AckAccept)
+			})
+			if err := cons.FlushAcks(ctxTimeout(t, 10*time.Second)); err != nil {
+				t.Fatalf("drain %s: flush acknowledgements: %v", group, err)
 			}
-		}
-		if len(recs) > 0 {
-			if _, err := cons.CommitSync(ctxTimeout(t, 10*time.Second)); err != nil {
-				t.Fatalf("drain %s: commit: %v", group, err)
+			ackMu.Lock()
+			defer ackMu.Unlock()
+			if ackErr != nil {
+				t.Fatalf("drain %s: acknowledge: %v", group, ackErr)
 			}
-			continue
+			return errors.New("still delivering")
 		}
 		end, _ := shareOffsetsEnd(t, adm, topic)
-		if st, lag := shareOffsets(t, adm, group, topic); st == end && lag == 0 {
-			return got
+		if st, lag := shareOffsets(t, adm, group, topic); st != end || lag != 0 {
+			return fmt.Errorf("start offset %d lag %d (end %d), %d records drained", st, lag, end, len(got))
 		}
-		if time.Now().After(deadline) {
-			st, lag := shareOffsets(t, adm, group, topic)
-			t.Fatalf("drain %s: start offset %d lag %d after 40s (end %d), %d records drained", group, st, lag, end, len(got))
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("drain %s after 40s: %v", group, err)
 	}
+	return got
 }
 
 // shareOffsetsEnd returns the high watermark of partition 0 of topic.

@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/client"
+
+	"github.com/exactq/exactq/crashtest/internal/await"
 )
 
 // flagTxnShareCycles is the number of kill/restart cycles of TestTxnShareAckCrashCycles. The
@@ -286,7 +288,7 @@ func (p *tsaPipeline) run(w int) {
 			if c, err = p.newClients(w); err != nil {
 				if p.ctx.Err() == nil {
 					p.noteErr("new clients", err)
-					<-time.After(50 * time.Millisecond) // back off before the next try
+					time.Sleep(50 * time.Millisecond) // paces the retries while the broker restarts
 				}
 				continue
 			}
@@ -470,7 +472,7 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 		if phase != tsaAny && !pl.awaitPhase(phase, 10*time.Second) {
 			note += "(not reached)"
 		}
-		<-time.After(delay) // the fault's timing, drawn from the seed
+		time.Sleep(delay) // the fault's timing, drawn from the seed
 		sb.kill()
 		killedAt := time.Now()
 		var crashTook time.Duration
@@ -541,53 +543,53 @@ func tsaPhaseCounts(n []int) string {
 func awaitShareDrained(t *testing.T, adm *kadm.Client, group, topic string, end int64, timeout time.Duration) (int64, int64, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	for {
-		st, lag := shareOffsets(t, adm, group, topic)
-		if (st == end && lag == 0) || time.Since(start) > timeout {
-			return st, lag, time.Since(start)
+	var st, lag int64
+	_ = await.Until(timeout, 20*time.Millisecond, func() error { // the caller judges the last values
+		if st, lag = shareOffsets(t, adm, group, topic); st != end || lag != 0 {
+			return errors.New("not drained")
 		}
-		<-time.After(20 * time.Millisecond) // poll
-	}
+		return nil
+	})
+	return st, lag, time.Since(start)
 }
 
 // awaitTxnsDecided waits until no transaction is open and topic's partition 0 has its
 // last stable offset at its high watermark, and returns that.
 func awaitTxnsDecided(t *testing.T, adm *kadm.Client, topic string, timeout time.Duration) int64 {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var why string
-	for {
+	var hwm int64
+	if err := await.Until(timeout, 20*time.Millisecond, func() error {
 		ctx := ctxTimeout(t, 10*time.Second)
 		open, err := adm.ListTransactions(ctx, nil, openTxnStates)
-		if err == nil && len(open) > 0 {
+		if err != nil {
+			return err
+		}
+		if len(open) > 0 {
 			var ss []string
 			for _, l := range open.Sorted() {
 				ss = append(ss, fmt.Sprintf("%s(pid %d) %s", l.TxnID, l.ProducerID, l.State))
 			}
-			why = "open transactions: " + strings.Join(ss, ", ")
-		} else if err == nil {
-			var ends, stable kadm.ListedOffsets
-			ends, err = adm.ListEndOffsets(ctx, topic)
-			if err == nil {
-				stable, err = adm.ListCommittedOffsets(ctx, topic)
-			}
-			if err == nil {
-				e, _ := ends.Lookup(topic, 0)
-				s, _ := stable.Lookup(topic, 0)
-				if e.Err == nil && s.Err == nil && e.Offset == s.Offset {
-					return e.Offset
-				}
-				why = fmt.Sprintf("last stable offset %d, high watermark %d (%v %v)", s.Offset, e.Offset, s.Err, e.Err)
-			}
+			return errors.New("open transactions: " + strings.Join(ss, ", "))
 		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
-			why = err.Error()
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("transactions not decided after %v: %s", timeout, why)
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			return err
 		}
-		<-time.After(20 * time.Millisecond) // poll
+		e, _ := ends.Lookup(topic, 0)
+		s, _ := stable.Lookup(topic, 0)
+		if e.Err != nil || s.Err != nil || e.Offset != s.Offset {
+			return fmt.Errorf("last stable offset %d, high watermark %d (%v %v)", s.Offset, e.Offset, s.Err, e.Err)
+		}
+		hwm = e.Offset
+		return nil
+	}); err != nil {
+		t.Fatalf("transactions not decided after %v: %v", timeout, err)
 	}
+	return hwm
 }
 
 // checkTSAOutput reads tsa-out up to hwm with read_committed and with read_uncommitted

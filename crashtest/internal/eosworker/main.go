@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/crashtest/internal/await"
 	"github.com/exactq/exactq/eos"
 )
 
@@ -226,7 +227,7 @@ func (f *faults) hit(step string, n int64) {
 	switch act, delay := f.at(step, n); act {
 	case actCrash:
 		say("step %s ckpt=%d crash", step, n)
-		<-time.After(delay)
+		time.Sleep(delay) // the fault's moment, drawn from the seed
 		killSelf()
 	case actPause:
 		f.pause(step, n)
@@ -251,7 +252,7 @@ func (f *faults) hitDuringCommit(n int64) {
 	case actCrash:
 		say("step %s ckpt=%d crash", StepDuringCommit, n)
 		go func() {
-			<-time.After(delay)
+			time.Sleep(delay) // the fault's moment, drawn from the seed
 			killSelf()
 		}()
 	case actPause:
@@ -352,23 +353,27 @@ func (w *worker) run() (int, error) {
 // recover calls Recover with the stored snapshot, again while it fails (the broker may be
 // restarting) for up to callTimeout.
 func (w *worker) recover(snap []byte) (int, error) {
-	deadline := time.Now().Add(callTimeout)
-	for {
+	err := await.Until(callTimeout, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		rec, err := w.cp.Recover(ctx, snap)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
 			say("recovered last=%d found=%v committed=%v pid=%d epoch=%d", w.last, rec.Found, rec.Committed, rec.ProducerID, rec.Epoch)
-			return 0, nil
+		case errors.Is(err, eos.ErrSnapshot):
+			return await.Stop(err)
+		default:
+			say("error where=recover err=%s", oneLine(err)) // the broker may be restarting
 		}
-		if errors.Is(err, eos.ErrSnapshot) {
-			return exitFailed, fmt.Errorf("recover: %w", err)
-		}
-		if time.Now().After(deadline) {
-			return exitRestart, fmt.Errorf("recover: %w", err)
-		}
-		say("error where=recover err=%s", oneLine(err))
-		<-time.After(100 * time.Millisecond) // the broker may be restarting
+		return err
+	})
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.Is(err, eos.ErrSnapshot):
+		return exitFailed, fmt.Errorf("recover: %w", err)
+	default:
+		return exitRestart, fmt.Errorf("recover: %w", err)
 	}
 }
 
@@ -411,20 +416,21 @@ func (w *worker) checkpoint() (int, error) {
 	w.last = n
 	w.f.hit(StepAfterDurable, n)
 	w.f.hitDuringCommit(n)
-	deadline := time.Now().Add(callTimeout)
-	for {
+	err = await.Until(callTimeout, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		err := w.cp.NotifyCheckpointComplete(ctx)
 		cancel()
-		if err == nil {
-			break
+		if errors.Is(err, eos.ErrFenced) || errors.Is(err, eos.ErrClosed) {
+			return await.Stop(err)
 		}
+		if err != nil {
+			say("error where=commit err=%s", oneLine(err)) // the broker may be restarting
+		}
+		return err
+	})
+	if err != nil {
 		// The checkpoint is stored: a restart's Recover commits what this could not.
-		if errors.Is(err, eos.ErrFenced) || errors.Is(err, eos.ErrClosed) || time.Now().After(deadline) {
-			return exitRestart, fmt.Errorf("commit checkpoint %d: %w", n, err)
-		}
-		say("error where=commit err=%s", oneLine(err))
-		<-time.After(100 * time.Millisecond) // the broker may be restarting
+		return exitRestart, fmt.Errorf("commit checkpoint %d: %w", n, err)
 	}
 	say("committed ckpt=%d", n)
 	return 0, nil
@@ -468,7 +474,7 @@ func (w *worker) collect() ([]string, error) {
 				return nil, fmt.Errorf("poll: %w", err)
 			}
 			say("error where=poll err=%s", oneLine(err))
-			<-time.After(100 * time.Millisecond) // the broker may be restarting
+			time.Sleep(100 * time.Millisecond) // paces the polls while the broker restarts
 		}
 	}
 }
