@@ -1,0 +1,181 @@
+package twopc
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// Producer is a KIP-939 two-phase-commit transactional producer over a *kgo.Client. It is
+// safe for concurrent use; its methods run one at a time (a Flush holds back a Produce).
+type Producer struct {
+	cl             *kgo.Client
+	txnID          string
+	partitioner    kgo.Partitioner
+	batchMaxBytes  int
+	produceTimeout time.Duration
+	autoCreate     bool
+	retries        int
+	backoff        func(int) time.Duration
+
+	// mu serialises the methods and guards everything below.
+	mu    sync.Mutex
+	coord coordinator
+	txn   txnState
+	// id is the producer id and epoch the coordinator handed out; seqs the next sequence
+	// number of each partition under it (reset whenever id changes).
+	id   producerID
+	seqs map[topicPartition]int32
+	// parts holds each topic's partitioner; buf the records produced and not yet
+	// written, per partition in the order they are sent (only the last batch takes more
+	// records, and only until it is first sent).
+	parts map[string]kgo.TopicPartitioner
+	buf   map[topicPartition][]*pendingBatch
+	// staleMeta asks the next metadata lookup to bypass kgo's cache (a leader moved).
+	staleMeta bool
+}
+
+type producerID struct {
+	id    int64
+	epoch int16
+}
+
+var noProducerID = producerID{id: -1, epoch: -1}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// Opt configures a Producer.
+type Opt interface{ apply(*Producer) }
+
+type opt func(*Producer)
+
+func (o opt) apply(p *Producer) { o(p) }
+
+// BatchMaxBytes is the estimated size of the records one partition buffers before
+// Produce sends what is buffered (every partition's records, as Flush does). Default
+// 1,000,000 bytes, under the broker's default max.message.bytes of 1,048,588; at least
+// one record is always sent, whatever its size.
+func BatchMaxBytes(n int) Opt { return opt(func(p *Producer) { p.batchMaxBytes = n }) }
+
+const defaultBatchMaxBytes = 1_000_000
+
+// NewProducer returns a producer for transactionalID that talks to the cluster through
+// cl: cl's metadata (partition counts and leaders, topic auto-creation as configured
+// with kgo.AllowAutoTopicCreation), its connections and connection retries, and its
+// kgo.RecordPartitioner, kgo.RequestRetries, kgo.RetryBackoffFn and
+// kgo.ProduceRequestTimeout settings. It sends nothing until InitTransactions or
+// RecoverPreparedTransaction.
+//
+// cl must not be transactional with the same id (its own InitProducerId would abort the
+// prepared transaction this producer exists to keep) and must allow InitProducerId v6:
+// build it with kgo.MaxVersions(twopc.Versions()) (or add key 22 version 6 to your own).
+func NewProducer(cl *kgo.Client, transactionalID string, opts ...Opt) (*Producer, error) {
+	if cl == nil || transactionalID == "" {
+		return nil, errors.New("twopc: NewProducer needs a client and a transactional id")
+	}
+	if id, _ := cl.OptValue(kgo.TransactionalID).(string); id == transactionalID {
+		return nil, fmt.Errorf("twopc: the kgo client is transactional with id %q itself: its InitProducerId would abort the prepared transaction", id)
+	}
+	if v, _ := cl.OptValue(kgo.MaxVersions).(*kversion.Versions); v != nil {
+		if max, ok := v.LookupMaxKeyVersion(22); !ok || max < 6 {
+			return nil, errors.New("twopc: the kgo client's MaxVersions stop InitProducerId below v6 (two-phase commit): build it with kgo.MaxVersions(twopc.Versions())")
+		}
+	}
+	p := &Producer{
+		cl:             cl,
+		txnID:          transactionalID,
+		batchMaxBytes:  defaultBatchMaxBytes,
+		produceTimeout: optDuration(cl, kgo.ProduceRequestTimeout, 10*time.Second),
+		autoCreate:     optBool(cl, kgo.AllowAutoTopicCreation),
+		retries:        int(optInt(cl, kgo.RequestRetries, 20)),
+		backoff:        optBackoff(cl),
+		id:             noProducerID,
+		seqs:           map[topicPartition]int32{},
+		parts:          map[string]kgo.TopicPartitioner{},
+		buf:            map[topicPartition][]*pendingBatch{},
+	}
+	p.partitioner, _ = cl.OptValue(kgo.RecordPartitioner).(kgo.Partitioner)
+	if p.partitioner == nil {
+		p.partitioner = kgo.StickyKeyPartitioner(nil)
+	}
+	for _, o := range opts {
+		o.apply(p)
+	}
+	if p.batchMaxBytes <= 0 {
+		return nil, fmt.Errorf("twopc: BatchMaxBytes %d: must be positive", p.batchMaxBytes)
+	}
+	p.coord = coordinator{cl: cl, txnID: transactionalID, retries: p.retries, backoff: p.backoff, node: -1,
+		versions: map[int32]*kmsg.ApiVersionsResponse{}}
+	p.txn.added = map[topicPartition]bool{}
+	return p, nil
+}
+
+// Versions is kversion.Stable() with InitProducerId raised to v6 (KIP-939), for
+// kgo.MaxVersions: kgo sends no request version its MaxVersions leave out.
+func Versions() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(22, 6)
+	return v
+}
+
+// TransactionalID is the producer's transactional id.
+func (p *Producer) TransactionalID() string { return p.txnID }
+
+// ProducerID returns the producer id and epoch the coordinator gave this producer, -1/-1
+// before InitTransactions or RecoverPreparedTransaction. Under transactions v2 (KIP-890)
+// the epoch grows with every commit or abort.
+func (p *Producer) ProducerID() (int64, int16) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.id.id, p.id.epoch
+}
+
+// setID installs a new producer id or epoch: sequences start again at 0 (p.mu held).
+func (p *Producer) setID(id producerID) {
+	p.id = id
+	clear(p.seqs)
+	for _, q := range p.buf {
+		for _, b := range q {
+			b.seqFor = noProducerID
+		}
+	}
+}
+
+func optDuration(cl *kgo.Client, o any, def time.Duration) time.Duration {
+	if d, ok := cl.OptValue(o).(time.Duration); ok && d > 0 {
+		return d
+	}
+	return def
+}
+
+func optInt(cl *kgo.Client, o any, def int64) int64 {
+	switch v := cl.OptValue(o).(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	}
+	return def
+}
+
+func optBool(cl *kgo.Client, o any) bool {
+	b, _ := cl.OptValue(o).(bool)
+	return b
+}
+
+func optBackoff(cl *kgo.Client) func(int) time.Duration {
+	if fn, ok := cl.OptValue(kgo.RetryBackoffFn).(func(int) time.Duration); ok && fn != nil {
+		return fn
+	}
+	return func(int) time.Duration { return 100 * time.Millisecond }
+}
