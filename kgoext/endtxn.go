@@ -1,0 +1,226 @@
+package kgoext
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrNoTransactionalHooks is returned by SendShareAcksToTransaction and EndTransaction for
+// a client built without TransactionalHooks: without them EndTransaction cannot tell
+// whether kgo ended the transaction.
+var ErrNoTransactionalHooks = errors.New("kgoext: the transactional client was built without kgoext.TransactionalHooks()")
+
+// ErrTransactionAborted is returned by EndTransaction asked to commit when it aborted
+// instead: share acknowledgements of the transaction failed to stage (ErrCommitFailed), a
+// record produced in it failed, or records were produced but kgo did not end the
+// transaction. Acknowledgements are never committed without the records produced with
+// them; the records acknowledged are delivered again.
+var ErrTransactionAborted = errors.New("kgoext: the transaction was aborted, not committed")
+
+// TransactionalHooks returns the kgo.WithHooks option that a transactional client used with
+// SendShareAcksToTransaction and EndTransaction must be built with. The hooks count what
+// EndTransaction needs to know of the current transaction: EndTxn requests kgo wrote, and
+// records buffered and finished (with or without error).
+func TransactionalHooks() kgo.Opt { return kgo.WithHooks(&txnHooks{}) }
+
+// TransactionalOpts are the options a transactional client needs for KIP-1289:
+// TransactionalHooks and kgo.MaxVersions(Versions()). Add them to kgo.TransactionalID and
+// the rest; a client that sets its own kgo.MaxVersions must include TxnShareAcknowledge.
+func TransactionalOpts() []kgo.Opt {
+	return []kgo.Opt{TransactionalHooks(), kgo.MaxVersions(Versions())}
+}
+
+// txnHooks observes a transactional client. The counters are per transaction: EndTransaction
+// resets them once the transaction is over. Fields under mu.
+type txnHooks struct {
+	mu sync.Mutex
+	txnCounts
+}
+
+// txnCounts is what txnHooks knows of the client's current transaction.
+type txnCounts struct {
+	endTxnWrites int64 // EndTxn requests written by anyone on the client (never reset)
+	buffered     int64 // records produced in this transaction
+	succeeded    int64 // of those, acknowledged by their leader
+	failed       int64 // of those, finished with an error
+	acksSent     bool  // SendShareAcksToTransaction sent TxnShareAcknowledge in this transaction
+	ackErr       error // a SendShareAcksToTransaction of this transaction failed to stage
+}
+
+var (
+	_ kgo.HookBrokerWrite             = (*txnHooks)(nil)
+	_ kgo.HookProduceRecordBuffered   = (*txnHooks)(nil)
+	_ kgo.HookProduceRecordUnbuffered = (*txnHooks)(nil)
+)
+
+// OnBrokerWrite counts EndTxn requests (API key 26) written.
+func (h *txnHooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == kmsg.EndTxn.Int16() && err == nil {
+		h.mu.Lock()
+		h.endTxnWrites++
+		h.mu.Unlock()
+	}
+}
+
+// OnProduceRecordBuffered counts records produced.
+func (h *txnHooks) OnProduceRecordBuffered(*kgo.Record) {
+	h.mu.Lock()
+	h.buffered++
+	h.mu.Unlock()
+}
+
+// OnProduceRecordUnbuffered counts records finished, by outcome.
+func (h *txnHooks) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
+	h.mu.Lock()
+	if err != nil {
+		h.failed++
+	} else {
+		h.succeeded++
+	}
+	h.mu.Unlock()
+}
+
+// resetLocked starts the next transaction's counts.
+func (h *txnHooks) resetLocked() {
+	h.buffered, h.succeeded, h.failed = 0, 0, 0
+	h.acksSent, h.ackErr = false, nil
+}
+
+func hooksOf(cl *kgo.Client) *txnHooks {
+	hs, _ := cl.OptValue(kgo.WithHooks).([]kgo.Hook)
+	for _, h := range hs {
+		if th, ok := h.(*txnHooks); ok {
+			return th
+		}
+	}
+	return nil
+}
+
+// EndTransaction ends the transaction open on cl, a client built with TransactionalHooks,
+// as cl.EndTransaction does, and also when the transaction holds only share
+// acknowledgements (a consume-only transaction), which kgo would leave open: kgo sends
+// EndTxn only when a record or consumer offsets joined the transaction, so the
+// acknowledgements would stay staged until the transaction timed out and aborted.
+//
+// A commit first flushes cl; an abort first drops cl's buffered records
+// (AbortBufferedRecords). A commit becomes an abort, reported as ErrTransactionAborted, when
+// the acknowledgements failed to stage, when a record of the transaction failed, or when
+// records were produced but kgo did not end the transaction (none succeeded): the
+// acknowledgements say the records were processed, and must not commit without their output.
+//
+// When kgo did not send EndTxn and acknowledgements were sent, EndTransaction sends EndTxn
+// itself, pinned to version 4 so the coordinator does not bump the producer epoch (see the
+// package doc: kgo would not learn a bumped epoch and its next produce would be fenced).
+// Errors are kgo's or the coordinator's (kerr values wrapped); on an error retry with
+// kgo.TryAbort, as kgo documents for cl.EndTransaction. Every transaction in which
+// SendShareAcksToTransaction was called must end here, not with cl.EndTransaction.
+func EndTransaction(ctx context.Context, cl *kgo.Client, commit kgo.TransactionEndTry) error {
+	h := hooksOf(cl)
+	if h == nil {
+		return ErrNoTransactionalHooks
+	}
+	if commit {
+		if err := cl.Flush(ctx); err != nil {
+			return err
+		}
+	} else if err := cl.AbortBufferedRecords(ctx); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	before := h.txnCounts
+	h.mu.Unlock()
+
+	var abortedBecause error
+	switch {
+	case !bool(commit):
+	case before.ackErr != nil:
+		abortedBecause = before.ackErr
+	case before.failed > 0:
+		abortedBecause = fmt.Errorf("kgoext: %d of the transaction's records failed", before.failed)
+	case before.buffered > 0 && before.succeeded == 0 && before.acksSent:
+		// kgo (under KIP-890) turns this commit into an abort itself, and (before it)
+		// sends nothing: either way the acknowledgements must not commit alone.
+		abortedBecause = errors.New("kgoext: no record of the transaction was produced")
+	}
+	if abortedBecause != nil {
+		commit = kgo.TryAbort
+	}
+
+	if err := cl.EndTransaction(ctx, commit); err != nil {
+		return err // kgo keeps its transaction state for the TryAbort retry; so do we
+	}
+	h.mu.Lock()
+	kgoSent := h.endTxnWrites > before.endTxnWrites
+	acksSent := h.acksSent
+	h.mu.Unlock()
+
+	if !kgoSent && acksSent {
+		if err := endAcksOnly(ctx, cl, bool(commit)); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	h.resetLocked()
+	h.mu.Unlock()
+	if abortedBecause != nil {
+		return fmt.Errorf("%w: %w", ErrTransactionAborted, abortedBecause)
+	}
+	return nil
+}
+
+// endTxnV4 is EndTxn capped at version 4. kgo asks a request's MaxVersion for the highest
+// version it may send, so embedding the request and lowering MaxVersion pins it.
+type endTxnV4 struct{ *kmsg.EndTxnRequest }
+
+func (endTxnV4) MaxVersion() int16 { return 4 }
+
+// endTxnRounds bounds the resends of endAcksOnly's EndTxn (busy or moving coordinator).
+const endTxnRounds = 100
+
+// endAcksOnly sends EndTxn v4 for cl's transaction, which holds only acknowledgements.
+// Version 4 is transaction version 1 for the coordinator (Kafka's
+// TransactionVersion.transactionVersionForEndTxn): it ends the transaction with the
+// current epoch, without the KIP-890 bump, so the epoch kgo holds stays right.
+func endAcksOnly(ctx context.Context, cl *kgo.Client, commit bool) error {
+	id, ok := txnIDOf(cl)
+	if !ok {
+		return errors.New("kgoext: EndTransaction needs a client built with kgo.TransactionalID")
+	}
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("kgoext: loading the producer id: %w", err)
+	}
+	co := newCoordinator(cl, coordinatorTxn, id)
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
+	var last error
+	for range endTxnRounds {
+		resp, err := co.do(ctx, endTxnV4{req})
+		if err == nil {
+			r := resp.(*kmsg.EndTxnResponse)
+			err = kerr.ErrorForCode(r.ErrorCode)
+			if err == nil {
+				return nil
+			}
+			if coordinatorMoved(err) {
+				co.invalidate()
+			} else if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+				return fmt.Errorf("kgoext: EndTxn (commit %v) of %q: %w", commit, id, err)
+			}
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("kgoext: EndTxn (commit %v) of %q: %w", commit, id, err)
+		}
+		last = err
+		if err := sleepCtx(ctx, shareAckBackoff); err != nil {
+			return fmt.Errorf("%w (last error: %w)", err, last)
+		}
+	}
+	return fmt.Errorf("kgoext: EndTxn (commit %v) of %q: gave up after %d tries: %w", commit, id, endTxnRounds, last)
+}
