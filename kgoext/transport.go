@@ -104,6 +104,14 @@ func (m *metaCache) topic(topic string) (topicMeta, bool) {
 	return tm, ok
 }
 
+// name is the cached name of topic id.
+func (m *metaCache) name(id [16]byte) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.names[id]
+	return n, ok
+}
+
 // idsAndNames snapshots topic name → id and id → name.
 func (m *metaCache) idsAndNames() (map[string][16]byte, map[[16]byte]string) {
 	m.mu.Lock()

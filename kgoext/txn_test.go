@@ -1,0 +1,195 @@
+package kgoext_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// transformRound polls inputs (explicit mode, each ACCEPTed), and in one transaction on txn
+// writes "out-<value>" for each (unless consumeOnly) and stages the acknowledgements;
+// commit or abort ends it with kgoext.EndTransaction. It returns the inputs.
+func transformRound(t *testing.T, c *kgoext.ShareConsumer, txn *kgo.Client, consumeOnly bool, commit kgo.TransactionEndTry) []*kgo.Record {
+	t.Helper()
+	ctx := testCtx(t)
+	recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
+	md := c.GroupMetadata()
+	acks, err := c.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acks.Len() < len(recs) {
+		t.Fatalf("%d acks for %d records", acks.Len(), len(recs))
+	}
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if !consumeOnly {
+		for _, r := range recs {
+			if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: fmt.Appendf(nil, "out-%s", r.Value)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+		t.Fatalf("stage: %v", err)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, commit); err != nil {
+		t.Fatalf("end (commit=%v): %v", commit, err)
+	}
+	return recs
+}
+
+// redeliveredAll polls c until every value of recs came back with delivery count 2.
+func redeliveredAll(t *testing.T, c *kgoext.ShareConsumer, recs []*kgo.Record) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, r := range recs {
+		want[string(r.Value)] = true
+	}
+	pollUntil(t, c, kgoext.AckAccept, func(seen []*kgo.Record) bool {
+		n := 0
+		for _, r := range seen {
+			if want[string(r.Value)] && kgoext.DeliveryCount(r) == 2 {
+				n++
+			}
+		}
+		return n >= len(want)
+	})
+}
+
+// TestTxnCommitProduces: records and acknowledgements commit together: the outputs are
+// visible read_committed and the inputs are never delivered again.
+func TestTxnCommitProduces(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-tc", 1, 5)
+	c := newConsumer(t, b.Addr, "g-tc", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-tc")
+	recs := transformRound(t, c, txn, false, kgo.TryCommit)
+	got := committedOutputs(t, b.Addr, txn)
+	for _, r := range recs {
+		if got["out-"+string(r.Value)] != 1 {
+			t.Fatalf("output of %s committed %d times (all: %v)", r.Value, got["out-"+string(r.Value)], got)
+		}
+	}
+	if again := sentinelOnly(t, b.Addr, cl, "g-tc", "in"); len(again) > 0 {
+		t.Fatalf("committed inputs delivered again: %v", valueCounts(again))
+	}
+}
+
+// TestTxnAbortProduces: an aborted transaction's outputs are invisible and its inputs are
+// delivered again (delivery count 2).
+func TestTxnAbortProduces(t *testing.T) {
+	b, _ := shareSetup(t, "in", "g-ta", 1, 5)
+	c := newConsumer(t, b.Addr, "g-ta", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-ta")
+	recs := transformRound(t, c, txn, false, kgo.TryAbort)
+	redeliveredAll(t, c, recs)
+	got := committedOutputs(t, b.Addr, txn)
+	if len(got) != 1 {
+		t.Fatalf("aborted outputs visible: %v", got)
+	}
+}
+
+// TestConsumeOnlyCommit: a transaction holding only acknowledgements commits for real (kgo
+// alone would send no EndTxn), and kgo's epoch is still right afterwards: the next
+// transaction produces and commits, and a KIP-890 commit of kgo's own still bumps it.
+func TestConsumeOnlyCommit(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-cc", 1, 5)
+	c := newConsumer(t, b.Addr, "g-cc", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-cc")
+	ctx := testCtx(t)
+	_, epoch0, err := txn.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transformRound(t, c, txn, true, kgo.TryCommit)
+	waitTxnState(t, cl, "tx-cc", "CompleteCommit")
+	if _, e, _ := txn.ProducerID(ctx); e != epoch0 {
+		t.Fatalf("consume-only commit moved kgo's epoch %d → %d", epoch0, e)
+	}
+	if again := sentinelOnly(t, b.Addr, cl, "g-cc", "in"); len(again) > 0 {
+		t.Fatalf("inputs of the committed consume-only transaction delivered again: %v", valueCounts(again))
+	}
+	// The following transaction produces with kgo's epoch: fenced if it were stale.
+	got := committedOutputs(t, b.Addr, txn)
+	if got["end"] != 1 {
+		t.Fatalf("the transaction after a consume-only commit: %v", got)
+	}
+	if _, e, _ := txn.ProducerID(ctx); e != epoch0+1 {
+		t.Fatalf("kgo's own commit (transaction version 2) left epoch %d, want %d bumped", e, epoch0+1)
+	}
+	// And a consume-only commit after a bumped epoch: acknowledgements carry the new one.
+	produceValues(t, cl, "in", 1, 10, 12)
+	recs := transformRound(t, c, txn, true, kgo.TryCommit)
+	if len(recs) == 0 {
+		t.Fatal("no records in the second round")
+	}
+	if got := committedOutputs(t, b.Addr, txn); got["end"] != 2 {
+		t.Fatalf("the transaction after the second consume-only commit: %v", got)
+	}
+}
+
+// TestConsumeOnlyAbort: a consume-only abort really aborts (the inputs come back at once,
+// not at the transaction timeout), and the next transaction still produces.
+func TestConsumeOnlyAbort(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-ca", 1, 5)
+	c := newConsumer(t, b.Addr, "g-ca", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-ca")
+	recs := transformRound(t, c, txn, true, kgo.TryAbort)
+	waitTxnState(t, cl, "tx-ca", "CompleteAbort")
+	redeliveredAll(t, c, recs)
+	if got := committedOutputs(t, b.Addr, txn); got["end"] != 1 {
+		t.Fatalf("the transaction after a consume-only abort: %v", got)
+	}
+}
+
+// TestFailedRecordsAbortAcks: a commit whose records all failed does not commit the
+// acknowledgements alone: it aborts, says so, and the inputs come back.
+func TestFailedRecordsAbortAcks(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-fa", 1, 3)
+	c := newConsumer(t, b.Addr, "g-fa", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-fa")
+	ctx := testCtx(t)
+	recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
+	md := c.GroupMetadata()
+	acks, err := c.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	huge := make([]byte, 2<<20) // over kgo's ProducerBatchMaxBytes: the record fails
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: huge}).FirstErr(); err == nil {
+		t.Fatal("a 2 MiB record was produced")
+	}
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrTransactionAborted) {
+		t.Fatalf("commit with a failed record: %v, want ErrTransactionAborted", err)
+	}
+	waitTxnState(t, cl, "tx-fa", "CompleteAbort")
+	redeliveredAll(t, c, recs)
+	if got := committedOutputs(t, b.Addr, txn); got["end"] != 1 {
+		t.Fatalf("the transaction after: %v", got)
+	}
+}
+
+// TestSendShareAcksNeedsHooks: a transactional client without TransactionalHooks is
+// refused before anything is staged (EndTransaction could not end it).
+func TestSendShareAcksNeedsHooks(t *testing.T) {
+	b, _ := shareSetup(t, "in", "g-nh", 1, 1)
+	txn := newClient(t, b.Addr, kgo.TransactionalID("tx-nh"))
+	acks := kgoext.TxnAcks{{Topic: "in", Partition: 0}: {{FirstOffset: 0, LastOffset: 0, Types: []kgoext.AckType{kgoext.AckAccept}}}}
+	md := kgoext.ShareGroupMetadata{GroupID: "g-nh", MemberID: "m", MemberEpoch: 1}
+	if err := kgoext.SendShareAcksToTransaction(testCtx(t), txn, acks, md); !errors.Is(err, kgoext.ErrNoTransactionalHooks) {
+		t.Fatalf("without hooks: %v", err)
+	}
+	if err := kgoext.EndTransaction(testCtx(t), txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrNoTransactionalHooks) {
+		t.Fatalf("EndTransaction without hooks: %v", err)
+	}
+}
