@@ -477,6 +477,7 @@ func (p *partition) persist(u sharepartition.Update) *write {
 // stays live (the write certainly did not happen and memory was put back to match the
 // store); false falls back to dropping the instance.
 func (p *partition) persistOr(u sharepartition.Update, onFail func(err error) (error, bool)) *write {
+	p.reportRefusals()
 	p.m.timers.schedule(p)
 	if u.Empty() {
 		return nil
@@ -525,6 +526,16 @@ func (p *partition) persistOr(u sharepartition.Update, onFail func(err error) (e
 		p.m.forget(p)
 	}()
 	return w
+}
+
+// reportRefusals logs the record-state changes the share partition's transition table
+// refused since the last report (sharepartition.TakeRefusals). The refused records kept
+// their state, so memory and the store still agree, but a step did not do all it meant
+// to: that is a bug worth an error in the log. Called with p.mu held after every step.
+func (p *partition) reportRefusals() {
+	if n, err := p.sp.TakeRefusals(); n > 0 {
+		p.m.cfg.Logger.Error("share partition refused record state changes", "key", p.key.String(), "refused", n, "last", err)
+	}
 }
 
 // persistAndWake is persist for steps that may have made records acquirable (acks,

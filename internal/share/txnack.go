@@ -119,7 +119,9 @@ func (m *Manager) TxnShareAcknowledge(ctx context.Context, req *txnshare.Request
 			// The store refused the write: nothing of it is durable. Put the records back
 			// to ACQUIRED unless a marker resolved some of them meanwhile; then memory no
 			// longer matches the store and the instance must be dropped.
-			if p.sp.UnstageTxnAcks(m.nowMs(), pid, epoch, batches) != staged {
+			reverted := p.sp.UnstageTxnAcks(m.nowMs(), pid, epoch, batches)
+			p.reportRefusals()
+			if reverted != staged {
 				return nil, false
 			}
 			p.m.timers.schedule(p)
@@ -216,6 +218,7 @@ func (m *Manager) ApplyMarker(ctx context.Context, statePartition int32, pid int
 				p.wake()
 				p.m.timers.schedule(p)
 			}
+			p.reportRefusals()
 		}
 		p.mu.Unlock()
 	}

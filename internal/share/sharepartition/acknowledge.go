@@ -230,22 +230,23 @@ func (sp *SharePartition) ackRecord(nowMs int64, b *batch, r *record, first, n i
 		sp.counters.Renewed += n
 		return
 	case AckAccept:
-		r.clearOwner()
-		r.state = Acknowledged
+		if !sp.setState(r, first, n, Acknowledged, false) {
+			return
+		}
 		sp.counters.Acknowledged += n
 		sp.complete += n
 	case AckRelease:
+		if !sp.releaseRecord(r, first, n) {
+			return
+		}
 		sp.counters.Released += n
-		sp.releaseRecord(r, first, n)
-	case AckReject:
-		r.clearOwner()
-		r.state = Archived
-		sp.counters.Rejected += n
-		sp.counters.Archived += n
-		sp.complete += n
-	case AckGap:
-		r.clearOwner()
-		r.state = Archived
+	case AckReject, AckGap:
+		if !sp.setState(r, first, n, Archived, false) {
+			return
+		}
+		if t == AckReject {
+			sp.counters.Rejected += n
+		}
 		sp.counters.Archived += n
 		sp.complete += n
 	}

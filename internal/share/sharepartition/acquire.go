@@ -246,15 +246,24 @@ func (a *acquisition) emit(first, last int64, count int16, mergeable bool) {
 func (a *acquisition) take(b *batch, r *record, first, n int64) bool {
 	sp := a.sp
 	if r.count >= sp.cfg.DeliveryCountLimit {
-		r.clearOwner()
-		r.state = Archived
-		sp.counters.Archived += n
-		sp.complete += n
-		a.c.add(first, first+n-1, r)
+		if sp.setState(r, first, n, Archived, false) {
+			sp.counters.Archived += n
+			sp.complete += n
+			a.c.add(first, first+n-1, r)
+		}
 		return false
 	}
-	r.state, r.member, r.count = Acquired, a.req.Member, r.count+1
-	r.deadlineMs = a.nowMs + sp.cfg.RecordLockDurationMs
+	return sp.acquireRecord(b, r, first, n, a.req.Member, a.nowMs)
+}
+
+// acquireRecord moves n AVAILABLE records sharing r to ACQUIRED by member: delivery
+// count +1, lock until nowMs + RecordLockDurationMs.
+func (sp *SharePartition) acquireRecord(b *batch, r *record, first, n int64, member string, nowMs int64) bool {
+	if !sp.setState(r, first, n, Acquired, false) {
+		return false
+	}
+	r.member, r.count = member, r.count+1
+	r.deadlineMs = nowMs + sp.cfg.RecordLockDurationMs
 	sp.arm(b, r.deadlineMs)
 	return true
 }
@@ -323,30 +332,38 @@ func (a *acquisition) fresh(lo, hi int64) {
 	if last > sp.nextOffset-1 {
 		sp.nextOffset = last + 1
 	}
-	lockEnd := a.nowMs + sp.cfg.RecordLockDurationMs
+	// New records enter the window AVAILABLE, as they are in the log, with delivery count
+	// 0; the part this call takes is then acquired like any other AVAILABLE record.
 	newBatch := func(first, last int64) *batch {
-		b := &batch{first: first, last: last, rec: record{state: Acquired, member: a.req.Member, count: 1, deadlineMs: lockEnd}}
-		b.rec.stagedPID, b.rec.stagedEpoch, b.rec.stagedAck = -1, -1, ackNone
+		b := &batch{first: first, last: last, rec: record{state: Available}}
+		b.rec.clearOwner()
 		sp.insert(b)
-		sp.arm(b, lockEnd)
 		return b
 	}
 	if a.req.Mode == RecordLimit {
 		b := newBatch(lo, last)
-		got := last - lo + 1
-		if got > remaining {
-			rest := &sp.carve(b, lo+remaining, last)[0]
-			rest.rec = record{state: Available, stagedPID: -1, stagedEpoch: -1, stagedAck: ackNone}
-			sp.mayHaveAvailable = true
-			got = remaining
+		got := min(last-lo+1, remaining)
+		taken := &b.rec
+		if got < last-lo+1 {
+			taken = &sp.carve(b, lo, lo+got-1)[0].rec
+			sp.mayHaveAvailable = true // the rest of the log batch stays AVAILABLE
 		}
-		a.emit(lo, lo+got-1, 1, false)
-		a.n += got
+		if sp.acquireRecord(b, taken, lo, got, a.req.Member, a.nowMs) {
+			a.emit(lo, lo+got-1, 1, false)
+			a.n += got
+		}
 		return
 	}
 	size := int64(a.req.BatchSize)
 	if size <= 0 {
 		size = last - lo + 1
+	}
+	take := func(first, last int64) {
+		b := newBatch(first, last)
+		if sp.acquireRecord(b, &b.rec, first, last-first+1, a.req.Member, a.nowMs) {
+			a.emit(first, last, 1, false)
+			a.n += last - first + 1
+		}
 	}
 	cur := lo
 	if last-lo+1 > size {
@@ -355,15 +372,12 @@ func (a *acquisition) fresh(lo, hi int64) {
 				break
 			}
 			if fb.BaseOffset > cur && fb.BaseOffset-cur >= size {
-				newBatch(cur, fb.BaseOffset-1)
-				a.emit(cur, fb.BaseOffset-1, 1, false)
+				take(cur, fb.BaseOffset-1)
 				cur = fb.BaseOffset
 			}
 		}
 	}
-	newBatch(cur, last)
-	a.emit(cur, last, 1, false)
-	a.n += last - lo + 1
+	take(cur, last)
 }
 
 // logBatchLast returns the last offset of the fetched log batch holding offset
@@ -399,10 +413,7 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 		}
 		if b.runs == nil && b.first >= lo && b.last <= hi {
 			if b.rec.state == Available {
-				b.rec.clearOwner()
-				b.rec.state = Archived
-				sp.counters.Archived += b.len()
-				sp.complete += b.len()
+				sp.archive(&b.rec, b.first, b.len())
 			}
 			continue
 		}
@@ -412,10 +423,7 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 		rs := sp.carve(b, max(lo, b.first), min(hi, b.last))
 		for i := range rs {
 			if r := &rs[i]; r.rec.state == Available {
-				r.rec.clearOwner()
-				r.rec.state = Archived
-				sp.counters.Archived += r.len()
-				sp.complete += r.len()
+				sp.archive(&r.rec, r.first, r.len())
 			}
 		}
 	}
@@ -460,18 +468,23 @@ func (sp *SharePartition) archiveAcquired(lo, hi int64) {
 		}
 		end := min(hi, b.last)
 		if b.runs == nil && o == b.first && end == b.last {
-			b.rec.clearOwner()
-			b.rec.state = Archived
+			sp.archive(&b.rec, o, b.len())
 		} else {
 			rs := sp.carve(b, o, end)
 			for i := range rs {
-				rs[i].rec.clearOwner()
-				rs[i].rec.state = Archived
+				sp.archive(&rs[i].rec, rs[i].first, rs[i].len())
 			}
 		}
-		sp.counters.Archived += end - o + 1
-		sp.complete += end - o + 1
 		o = end + 1
+	}
+}
+
+// archive moves n records sharing r (AVAILABLE or ACQUIRED, at or above the SPSO) to
+// ARCHIVED without persisting it, as Kafka's InFlightState.archive does.
+func (sp *SharePartition) archive(r *record, first, n int64) {
+	if sp.setState(r, first, n, Archived, false) {
+		sp.counters.Archived += n
+		sp.complete += n
 	}
 }
 

@@ -14,7 +14,10 @@
 // Records are AVAILABLE, ACQUIRED (locked to a member until a deadline),
 // ACKNOWLEDGED, ARCHIVED or TX_PENDING (acknowledgement staged in a producer
 // transaction); ARCHIVING is reserved for the KIP-1191 DLQ. Everything below
-// the SPSO is terminal; the SPSO never passes a non-terminal record.
+// the SPSO is terminal; the SPSO never passes a non-terminal record. Every state
+// change goes through setState, which checks the transition table
+// (CanTransition, CanRevert) and refuses, leaving the record as it was, what the
+// table does not allow; TakeRefusals reports such refusals to the broker.
 //
 // It does no I/O, starts no goroutines and reads no clock: inputs carry nowMs
 // (Unix milliseconds) and every mutating step returns an Update, the ranges

@@ -18,11 +18,13 @@ func stage(t *testing.T, sp *SharePartition, member string, pid int64, epoch int
 	return u
 }
 
-// 17. The full transition table of section 2.2 and forId.
+// 17. The full transition table of section 2.2 and forId, with AVAILABLE → ARCHIVED,
+// which Kafka does outside validateTransition (InFlightState.archive: log start
+// movement, stale batches after compaction), and the one revert, TX_PENDING → ACQUIRED.
 func TestRecordStateValidateTransition(t *testing.T) {
 	all := []State{Available, Acquired, Acknowledged, Archiving, Archived, TxPending}
 	allowed := map[State][]State{
-		Available: {Acquired},
+		Available: {Acquired, Archived},
 		Acquired:  {Available, Acknowledged, Archiving, Archived, TxPending},
 		Archiving: {Archived},
 		TxPending: {Available, Acknowledged, Archiving, Archived},
@@ -35,6 +37,13 @@ func TestRecordStateValidateTransition(t *testing.T) {
 			}
 			if got := CanTransition(from, to); got != want {
 				t.Fatalf("%v → %v: %v, want %v", from, to, got, want)
+			}
+		}
+	}
+	for _, from := range all {
+		for _, to := range all {
+			if got, want := CanRevert(from, to), from == TxPending && to == Acquired; got != want {
+				t.Fatalf("revert %v → %v: %v, want %v", from, to, got, want)
 			}
 		}
 	}

@@ -96,17 +96,15 @@ func (sp *SharePartition) Tick(nowMs int64) Update {
 			continue
 		}
 		if b.runs == nil {
-			if b.rec.state == Acquired && b.rec.deadlineMs <= nowMs {
+			if b.rec.state == Acquired && b.rec.deadlineMs <= nowMs && sp.releaseRecord(&b.rec, b.first, b.len()) {
 				sp.counters.LockExpired += b.len()
-				sp.releaseRecord(&b.rec, b.first, b.len())
 				c.add(b.first, b.last, &b.rec)
 			}
 			continue
 		}
 		for i := range b.runs {
-			if r := &b.runs[i]; r.rec.state == Acquired && r.rec.deadlineMs <= nowMs {
+			if r := &b.runs[i]; r.rec.state == Acquired && r.rec.deadlineMs <= nowMs && sp.releaseRecord(&r.rec, r.first, r.len()) {
 				sp.counters.LockExpired += r.len()
-				sp.releaseRecord(&r.rec, r.first, r.len())
 				c.add(r.first, r.last, &r.rec)
 				sp.touch(b) // released runs may now equal their neighbours
 			}
@@ -117,17 +115,18 @@ func (sp *SharePartition) Tick(nowMs int64) Update {
 
 // releaseRecord gives n ACQUIRED records (starting at offset first, sharing r)
 // back: AVAILABLE, or ARCHIVED when the delivery count has reached the limit
-// or the records are below the SPSO. The delivery count is kept.
-func (sp *SharePartition) releaseRecord(r *record, first, n int64) {
-	r.clearOwner()
+// or the records are below the SPSO. The delivery count is kept. It reports
+// whether the records changed (setState).
+func (sp *SharePartition) releaseRecord(r *record, first, n int64) bool {
 	if r.count >= sp.cfg.DeliveryCountLimit || first < sp.spso {
-		r.state = Archived
+		if !sp.setState(r, first, n, Archived, false) {
+			return false
+		}
 		sp.counters.Archived += n
 		sp.complete += n
-		return
+		return true
 	}
-	r.state = Available
-	sp.mayHaveAvailable = true
+	return sp.setState(r, first, n, Available, false)
 }
 
 // ReleaseMember gives back every record ACQUIRED by member: on share-session
@@ -141,17 +140,15 @@ func (sp *SharePartition) ReleaseMember(member string) Update {
 	var c changes
 	for _, b := range sp.batches {
 		if b.runs == nil {
-			if b.rec.state == Acquired && b.rec.member == member {
+			if b.rec.state == Acquired && b.rec.member == member && sp.releaseRecord(&b.rec, b.first, b.len()) {
 				sp.counters.Released += b.len()
-				sp.releaseRecord(&b.rec, b.first, b.len())
 				c.add(b.first, b.last, &b.rec)
 			}
 			continue
 		}
 		for i := range b.runs {
-			if r := &b.runs[i]; r.rec.state == Acquired && r.rec.member == member {
+			if r := &b.runs[i]; r.rec.state == Acquired && r.rec.member == member && sp.releaseRecord(&r.rec, r.first, r.len()) {
 				sp.counters.Released += r.len()
-				sp.releaseRecord(&r.rec, r.first, r.len())
 				c.add(r.first, r.last, &r.rec)
 				sp.touch(b)
 			}

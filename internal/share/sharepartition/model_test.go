@@ -193,21 +193,26 @@ func (m *modelTest) pickMember(t *rapid.T) string {
 	return rapid.SampledFrom(m.members).Draw(t, "member")
 }
 
+// drawAckBatch draws the types of an acknowledgement batch over first..last: one for the
+// whole range, or one per offset.
+func drawAckBatch(t *rapid.T, first, last int64, types []AckType) AckBatch {
+	ab := AckBatch{FirstOffset: first, LastOffset: last}
+	if rapid.Bool().Draw(t, "perOffset") {
+		for o := first; o <= last; o++ {
+			ab.Types = append(ab.Types, rapid.SampledFrom(types).Draw(t, "type"))
+		}
+	} else {
+		ab.Types = []AckType{rapid.SampledFrom(types).Draw(t, "type")}
+	}
+	return ab
+}
+
 func (m *modelTest) genAckBatches(t *rapid.T, member string, types []AckType) []AckBatch {
 	runs := m.ownedBy(member)
 	var bs []AckBatch
 	pick := func(lo, hi int64) {
 		first := rapid.Int64Range(lo, hi).Draw(t, "first")
-		last := rapid.Int64Range(first, hi).Draw(t, "last")
-		ab := AckBatch{FirstOffset: first, LastOffset: last}
-		if rapid.Bool().Draw(t, "perOffset") {
-			for o := first; o <= last; o++ {
-				ab.Types = append(ab.Types, rapid.SampledFrom(types).Draw(t, "type"))
-			}
-		} else {
-			ab.Types = []AckType{rapid.SampledFrom(types).Draw(t, "type")}
-		}
-		bs = append(bs, ab)
+		bs = append(bs, drawAckBatch(t, first, rapid.Int64Range(first, hi).Draw(t, "last"), types))
 	}
 	if len(runs) > 0 && rapid.IntRange(0, 4).Draw(t, "valid") > 0 {
 		for i, run := range runs {

@@ -190,6 +190,68 @@ type SharePartition struct {
 	txPending        int64 // records currently TX_PENDING
 	complete         int64 // terminal records at or above the SPSO (KIP-1226 DeliveryCompleteCount)
 	counters         Counters
+
+	refusals    int64 // state changes setState refused since TakeRefusals last ran
+	lastRefusal error
+}
+
+// TransitionError is a record-state change the transition table refused: the records
+// First..Last stayed in From instead of moving to To.
+type TransitionError struct {
+	First, Last int64
+	From, To    State
+	Revert      bool // the change was asked as a revert (CanRevert)
+}
+
+func (e *TransitionError) Error() string {
+	what := "transition"
+	if e.Revert {
+		what = "revert"
+	}
+	return fmt.Sprintf("record state %s %v → %v of offsets %d-%d refused by the transition table", what, e.From, e.To, e.First, e.Last)
+}
+
+// setState is the only place a record's state changes. It moves the n records starting
+// at offset first that share r to state to when the table allows it (CanTransition, or
+// CanRevert when revert is set) and reports true. Otherwise it refuses: r is left
+// exactly as it was, the refusal is kept for TakeRefusals, and it reports false so the
+// caller leaves its counters and its Update alone. Every caller checks the state it
+// expects first, so a refusal is a bug here, never a client's doing.
+//
+// Moving to ACQUIRED or TX_PENDING keeps the owner (the caller sets the lock or the
+// staging); any other target clears the owner, the lock and the staging. It keeps the
+// TX_PENDING count and notes that AVAILABLE records may exist.
+func (sp *SharePartition) setState(r *record, first, n int64, to State, revert bool) bool {
+	from := r.state
+	if !CanTransition(from, to) && !(revert && CanRevert(from, to)) {
+		sp.refusals++
+		sp.lastRefusal = &TransitionError{First: first, Last: first + n - 1, From: from, To: to, Revert: revert}
+		return false
+	}
+	if to != Acquired && to != TxPending {
+		r.clearOwner()
+	}
+	if from == TxPending {
+		sp.txPending -= n
+	}
+	if to == TxPending {
+		sp.txPending += n
+	}
+	if to == Available {
+		sp.mayHaveAvailable = true
+	}
+	r.state = to
+	return true
+}
+
+// TakeRefusals returns how many state changes the transition table refused since the
+// last call, and the last of them, and forgets them. The broker logs them: the refused
+// records kept their state, so nothing was corrupted, but some step did not do what it
+// meant to.
+func (sp *SharePartition) TakeRefusals() (int64, error) {
+	n, err := sp.refusals, sp.lastRefusal
+	sp.refusals, sp.lastRefusal = 0, nil
+	return n, err
 }
 
 // New returns an empty share partition starting at startOffset: the offset

@@ -50,17 +50,28 @@ func (s State) String() string {
 // move past such records and they are never delivered again.
 func (s State) Terminal() bool { return s == Acknowledged || s == Archived }
 
-// CanTransition is the transition table of kip-1289.md section 2.2 (Kafka's
-// RecordState.validateTransition plus TX_PENDING): a state never transitions
-// to itself, ACKNOWLEDGED and ARCHIVED are final, AVAILABLE only goes to
-// ACQUIRED, TX_PENDING is entered only from ACQUIRED and never returns to it.
+// CanTransition is the record-state transition table: Kafka 4.4's
+// RecordState.validateTransition, plus what Kafka does around it, plus KIP-1289's
+// TX_PENDING (kip-1289.md section 2.2). Every state change of a SharePartition goes
+// through setState, which checks it. A state never transitions to itself;
+// ACKNOWLEDGED and ARCHIVED are final; ACQUIRED goes to AVAILABLE, ACKNOWLEDGED,
+// ARCHIVING, ARCHIVED or TX_PENDING; AVAILABLE goes to ACQUIRED, and also straight to
+// ARCHIVED, which validateTransition alone refuses but Kafka does through
+// InFlightState.archive(): when the log start offset passes AVAILABLE records
+// (archiveAvailableRecordsOnLsoMovement) and when a read skips them because compaction
+// removed them (maybeArchiveStaleBatches); exactq also archives an AVAILABLE record
+// whose delivery count already reached a limit lowered since, instead of delivering it.
+// ARCHIVING (KIP-1191, never entered by exactq) only goes on to ARCHIVED. TX_PENDING is
+// entered only from ACQUIRED and goes to AVAILABLE, ACKNOWLEDGED, ARCHIVING or ARCHIVED,
+// never back to ACQUIRED: the one way back, the undo of a staging whose durable write
+// was refused, is a revert (CanRevert), not a transition.
 func CanTransition(from, to State) bool {
 	if from == to {
 		return false
 	}
 	switch from {
 	case Available:
-		return to == Acquired
+		return to == Acquired || to == Archived
 	case Acquired:
 		return to == Available || to == Acknowledged || to == Archiving || to == Archived || to == TxPending
 	case Archiving:
@@ -70,6 +81,12 @@ func CanTransition(from, to State) bool {
 	}
 	return false
 }
+
+// CanRevert reports whether a step may put a record back from state from to state to
+// because what it did never became durable: only TX_PENDING back to ACQUIRED, the undo
+// of a staging whose write the store refused (UnstageTxnAcks, decision D8). Kafka rolls
+// a failed transition back the same way (InFlightState.completeStateTransition(false)).
+func CanRevert(from, to State) bool { return from == TxPending && to == Acquired }
 
 // AckType is an acknowledgement type as ShareFetch, ShareAcknowledge and
 // TxnShareAcknowledge carry it.

@@ -46,10 +46,12 @@ func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producer
 		return sp.update(&c), err
 	}
 	stage := func(r *record, first, n int64, t AckType) {
-		r.state, r.deadlineMs = TxPending, 0
+		if !sp.setState(r, first, n, TxPending, false) {
+			return
+		}
+		r.deadlineMs = 0
 		r.stagedPID, r.stagedEpoch, r.stagedAck = producerID, producerEpoch, t
 		r.abortArchive = r.count >= sp.cfg.DeliveryCountLimit
-		sp.txPending += n
 		sp.counters.TxnStaged += n
 		c.add(first, first+n-1, r)
 	}
@@ -69,15 +71,17 @@ func (sp *SharePartition) StageTxnAcks(member string, producerID int64, producer
 func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producerEpoch int16, batches []AckBatch) int64 {
 	var reverted int64
 	lockEnd := nowMs + sp.cfg.RecordLockDurationMs
-	revert := func(b *batch, r *record, n int64) {
+	revert := func(b *batch, r *record, first, n int64) {
 		if r.state != TxPending || r.stagedPID != producerID || r.stagedEpoch != producerEpoch {
 			return
 		}
-		r.state, r.deadlineMs = Acquired, lockEnd
+		if !sp.setState(r, first, n, Acquired, true) {
+			return
+		}
+		r.deadlineMs = lockEnd
 		r.stagedPID, r.stagedEpoch, r.stagedAck = -1, -1, ackNone
 		r.abortArchive = false
 		reverted += n
-		sp.txPending -= n
 		sp.counters.TxnStaged -= n
 		sp.arm(b, lockEnd)
 	}
@@ -93,7 +97,7 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 				continue
 			}
 			if b.runs == nil && lo == b.first && hi == b.last {
-				revert(b, &b.rec, b.len())
+				revert(b, &b.rec, b.first, b.len())
 				continue
 			}
 			if b.runs == nil && b.rec.state != TxPending {
@@ -101,7 +105,7 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 			}
 			rs := sp.carve(b, lo, hi)
 			for i := range rs {
-				revert(b, &rs[i].rec, rs[i].len())
+				revert(b, &rs[i].rec, rs[i].first, rs[i].len())
 			}
 		}
 	}
@@ -134,16 +138,23 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 		if r.state != TxPending || r.stagedPID != producerID || r.stagedEpoch > markerEpoch {
 			return
 		}
-		t, abortArchive := r.stagedAck, r.abortArchive
-		r.clearOwner()
-		sp.txPending -= n
+		t := r.stagedAck
+		to := Available
+		switch {
+		case commit:
+			to = commitTarget(t)
+		case r.abortArchive || first < sp.spso:
+			to = Archived
+		}
+		if !sp.setState(r, first, n, to, false) {
+			return
+		}
 		resolved += n
 		switch {
 		case commit:
 			sp.counters.TxnCommitted += n
 			sp.complete += n
-			r.state = commitTarget(t)
-			if r.state == Acknowledged {
+			if to == Acknowledged {
 				sp.counters.Acknowledged += n
 			} else {
 				if t == AckReject {
@@ -151,16 +162,13 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 				}
 				sp.counters.Archived += n
 			}
-		case abortArchive || first < sp.spso:
+		case to == Archived:
 			sp.counters.TxnAborted += n
 			sp.counters.ArchivedOnAbort += n
 			sp.counters.Archived += n
 			sp.complete += n
-			r.state = Archived
 		default:
 			sp.counters.TxnAborted += n
-			r.state = Available
-			sp.mayHaveAvailable = true
 		}
 		c.add(first, first+n-1, r)
 	}
@@ -220,12 +228,12 @@ func (sp *SharePartition) AdvanceLogStart(logStartOffset int64) {
 		}
 		hi := min(b.last, logStartOffset-1)
 		if b.runs == nil && (hi == b.last || b.rec.state.Terminal()) {
-			sp.archiveBelow(&b.rec, b.len())
+			sp.archiveBelow(&b.rec, b.first, b.len())
 			continue
 		}
 		rs := sp.carve(b, max(b.first, sp.spso), hi)
 		for i := range rs {
-			sp.archiveBelow(&rs[i].rec, rs[i].len())
+			sp.archiveBelow(&rs[i].rec, rs[i].first, rs[i].len())
 		}
 	}
 	sp.spso = logStartOffset
@@ -236,14 +244,8 @@ func (sp *SharePartition) AdvanceLogStart(logStartOffset int64) {
 	sp.advance()
 }
 
-func (sp *SharePartition) archiveBelow(r *record, n int64) {
-	if r.state.Terminal() {
-		return
+func (sp *SharePartition) archiveBelow(r *record, first, n int64) {
+	if !r.state.Terminal() && sp.setState(r, first, n, Archived, false) {
+		sp.counters.Archived += n
 	}
-	if r.state == TxPending {
-		sp.txPending -= n
-	}
-	r.clearOwner()
-	r.state = Archived
-	sp.counters.Archived += n
 }
