@@ -64,8 +64,13 @@ func newProducer(t *testing.T, addr, id string) *twopc.Producer {
 
 func createTopics(t *testing.T, addr string, topics ...string) {
 	t.Helper()
+	createTopicsN(t, addr, 1, topics...)
+}
+
+func createTopicsN(t *testing.T, addr string, partitions int32, topics ...string) {
+	t.Helper()
 	adm := kadm.NewClient(newClient(t, addr))
-	resp, err := adm.CreateTopics(testCtx(t), 1, 1, nil, topics...)
+	resp, err := adm.CreateTopics(testCtx(t), partitions, 1, nil, topics...)
 	if err == nil {
 		err = resp.Error()
 	}

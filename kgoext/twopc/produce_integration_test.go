@@ -1,0 +1,180 @@
+package twopc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/kgoext/twopc"
+)
+
+// begin returns a producer on a fresh broker with topic out, inside a transaction.
+func begin(t *testing.T, id string, opts ...twopc.Opt) (*twopc.Producer, string, func()) {
+	t.Helper()
+	b := startBroker(t, true)
+	createTopics(t, b.Addr, "out")
+	p, err := twopc.NewProducer(newClient(t, b.Addr), id, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InitTransactions(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	return p, b.Addr, b.Restart
+}
+
+// wantReadOnce checks that read_committed readers read exactly values, each once, in
+// this order.
+func wantReadOnce(t *testing.T, addr string, values ...string) {
+	t.Helper()
+	got := readCommitted(t, addr, "out")
+	if len(got) != len(values) {
+		t.Fatalf("read %v, want %v", got, values)
+	}
+	last := int64(-1)
+	for _, v := range values {
+		offs := got[v]
+		if len(offs) != 1 || offs[0] <= last {
+			t.Fatalf("%s read at %v (previous value at %d): %v", v, offs, last, got)
+		}
+		last = offs[0]
+	}
+}
+
+// TestBatchMaxBytesSendsOnProduce: a partition that filled BatchMaxBytes is written by
+// Produce itself (its promise has run when Produce returns), in several batches of one
+// transaction, in order.
+func TestBatchMaxBytesSendsOnProduce(t *testing.T) {
+	p, addr, _ := begin(t, "tx-batch", twopc.BatchMaxBytes(100))
+	ctx := testCtx(t)
+	var values []string
+	for i := range 5 {
+		v := fmt.Sprintf("big-%d-%080d", i, i)
+		values = append(values, v)
+		written := false
+		p.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte(v)}, func(r *kgo.Record, err error) {
+			written = err == nil && r.Offset >= 0
+		})
+		if !written {
+			t.Fatalf("record %d not written by the Produce that filled its batch", i)
+		}
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantReadOnce(t, addr, values...)
+}
+
+// TestFlushInterruptedResumes: a Flush whose ctx ends leaves the records buffered (their
+// promises not run); records produced afterwards queue behind them, and the commit writes
+// all of them once, in produce order.
+func TestFlushInterruptedResumes(t *testing.T) {
+	p, addr, _ := begin(t, "tx-resume")
+	ctx := testCtx(t)
+	answered := 0
+	count := func(*kgo.Record, error) { answered++ }
+	p.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("a")}, count)
+	p.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("b")}, count)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.Flush(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("flush with an ended ctx: %v", err)
+	}
+	if answered != 0 {
+		t.Fatalf("%d promises ran for records whose outcome is unknown", answered)
+	}
+	p.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("c")}, count)
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if answered != 3 {
+		t.Fatalf("%d promises ran, want 3", answered)
+	}
+	wantReadOnce(t, addr, "a", "b", "c")
+}
+
+// TestBrokerRestartMidTransaction: the broker restarts between two writes of one
+// transaction; the kgo client reconnects, the producer's sequences still line up with the
+// broker's recovered producer state, and the commit makes both writes readable once.
+func TestBrokerRestartMidTransaction(t *testing.T) {
+	p, addr, restart := begin(t, "tx-restart")
+	ctx := testCtx(t)
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	restart()
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantReadOnce(t, addr, "before", "after")
+}
+
+// TestAbortDropsBuffered: AbortTransaction fails the buffered records with
+// ErrTransactionAborted and hides the written ones; the next transaction commits.
+func TestAbortDropsBuffered(t *testing.T) {
+	p, addr, _ := begin(t, "tx-abort")
+	ctx := testCtx(t)
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("written")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var dropped error
+	p.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("buffered")}, func(_ *kgo.Record, err error) { dropped = err })
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(dropped, twopc.ErrTransactionAborted) {
+		t.Fatalf("buffered record's outcome: %v", dropped)
+	}
+	commitOne(t, p, "next")
+	wantReadOnce(t, addr, "next")
+}
+
+// TestPartitionerIsKgos: records are partitioned by the kgo client's partitioner, so a
+// key lands where kgo's own producer puts it.
+func TestPartitionerIsKgos(t *testing.T) {
+	b := startBroker(t, true)
+	ctx := testCtx(t)
+	createTopicsN(t, b.Addr, 8, "keyed")
+	p, err := twopc.NewProducer(newClient(t, b.Addr), "tx-keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	plain := newClient(t, b.Addr)
+	spread := map[int32]bool{}
+	for i := range 20 {
+		key := fmt.Appendf(nil, "key-%d", i)
+		ours := &kgo.Record{Topic: "keyed", Key: key}
+		theirs := &kgo.Record{Topic: "keyed", Key: key}
+		if err := p.ProduceSync(ctx, ours).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.ProduceSync(ctx, theirs).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if ours.Partition != theirs.Partition {
+			t.Fatalf("%s: partition %d, kgo's producer chose %d", key, ours.Partition, theirs.Partition)
+		}
+		spread[ours.Partition] = true
+	}
+	if len(spread) < 2 {
+		t.Fatalf("20 keys all in partitions %v", spread)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
