@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/exactq/exactq/kgoext"
 )
 
 // Producer is a KIP-939 two-phase-commit transactional producer over a *kgo.Client. It is
@@ -118,11 +120,12 @@ func NewProducer(cl *kgo.Client, transactionalID string, opts ...Opt) (*Producer
 	return p, nil
 }
 
-// Versions is kversion.Stable() with InitProducerId raised to v6 (KIP-939), for
-// kgo.MaxVersions: kgo sends no request version its MaxVersions leave out.
+// Versions is kgoext.Versions() (kversion.Stable() and TxnShareAcknowledge) with
+// InitProducerId raised to v6 (KIP-939), for kgo.MaxVersions: kgo sends no request
+// version its MaxVersions leave out.
 func Versions() *kversion.Versions {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(22, 6)
+	v := kgoext.Versions()
+	v.SetMaxKeyVersion(kmsg.InitProducerID.Int16(), initProducerID2PCVersion)
 	return v
 }
 

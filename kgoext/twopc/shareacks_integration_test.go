@@ -1,0 +1,254 @@
+package twopc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/share/sharepartition"
+	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/kgoext"
+	"github.com/exactq/exactq/kgoext/twopc"
+)
+
+func newShareConsumer(t *testing.T, addr, group string) *kgoext.ShareConsumer {
+	t.Helper()
+	c, err := kgoext.NewShareConsumer(newClient(t, addr), group, kgoext.ShareTopics("in"), kgoext.ExplicitAcks(),
+		kgoext.ShareMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeConsumer(t, c) })
+	return c
+}
+
+func closeConsumer(t *testing.T, c *kgoext.ShareConsumer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// pollAccepting polls c, accepting every record, until stop holds of what it got.
+func pollAccepting(t *testing.T, c *kgoext.ShareConsumer, stop func([]*kgo.Record) bool) []*kgo.Record {
+	t.Helper()
+	ctx := testCtx(t)
+	var seen []*kgo.Record
+	for !stop(seen) {
+		recs, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatalf("poll after %d records: %v", len(seen), err)
+		}
+		for _, r := range recs {
+			if err := c.Acknowledge(r, kgoext.AckAccept); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen = append(seen, recs...)
+	}
+	return seen
+}
+
+// untilSentinel produces value to in and has a new member of group poll until it arrives;
+// it returns what the member got before it: what the group still had to deliver.
+func untilSentinel(t *testing.T, addr, group, value string) []*kgo.Record {
+	t.Helper()
+	if err := newClient(t, addr).ProduceSync(testCtx(t), &kgo.Record{Topic: "in", Value: []byte(value)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c := newShareConsumer(t, addr, group)
+	defer closeConsumer(t, c)
+	var other []*kgo.Record
+	pollAccepting(t, c, func(seen []*kgo.Record) bool {
+		other = other[:0]
+		found := false
+		for _, r := range seen {
+			if string(r.Value) == value {
+				found = true
+			} else {
+				other = append(other, r)
+			}
+		}
+		return found
+	})
+	return other
+}
+
+// window is share partition in[0]'s window of group as the broker holds it.
+func window(t *testing.T, b *testbroker.Broker, group string) sharepartition.Description {
+	t.Helper()
+	for _, s := range b.Broker.DescribeShareGroupState(group) {
+		if s.Topic == "in" && s.Partition == 0 {
+			return s.State.Window
+		}
+	}
+	t.Fatalf("share partition in[0] of %s not loaded", group)
+	return sharepartition.Description{}
+}
+
+func setEarliest(t *testing.T, addr, group string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(testCtx(t), newClient(t, addr))
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("share.auto.offset.reset on %s: %v %+v", group, err, resp)
+	}
+}
+
+// TestShareAcksPrepared: share acknowledgements staged in a prepared transaction, with
+// outputs or alone (consume-only), stay TX_PENDING across a broker restart and are
+// delivered to nobody; a recovering producer completes the transaction: a commit
+// acknowledges the inputs (never delivered again) and makes the outputs readable, an
+// abort delivers the inputs again (delivery count one more) and hides the outputs.
+func TestShareAcksPrepared(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		outputs, commit bool
+	}{{"commit", true, true}, {"abort", true, false}, {"consume-only commit", false, true}, {"consume-only abort", false, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			const group, id, n = "sg", "tx-share", 5
+			b := startBroker(t, true)
+			ctx := testCtx(t)
+			createTopics(t, b.Addr, "in", "out")
+			setEarliest(t, b.Addr, group)
+			for i := range n {
+				if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			cons := newShareConsumer(t, b.Addr, group)
+			p := newProducer(t, b.Addr, id)
+			if err := p.InitTransactions(ctx); err != nil {
+				t.Fatal(err)
+			}
+			recs := pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= n })
+			counts := map[string]int16{}
+			for _, r := range recs {
+				counts[string(r.Value)] = kgoext.DeliveryCount(r)
+			}
+			acks, err := cons.AcknowledgementsForTransaction()
+			if err != nil {
+				t.Fatal(err)
+			}
+			md := cons.GroupMetadata()
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if c.outputs {
+				produceOuts(t, p, "out", n)
+			}
+			if err := p.SendShareAcksToTransaction(ctx, acks, md); err != nil {
+				t.Fatal(err)
+			}
+			st, err := p.PrepareTransaction(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.SendShareAcksToTransaction(ctx, acks, md); !errors.Is(err, twopc.ErrTransactionPrepared) {
+				t.Fatalf("staging while prepared: %v", err)
+			}
+			closeConsumer(t, cons)
+			b.Restart()
+
+			// A new member gets only the sentinel: the inputs are TX_PENDING, staged by
+			// the prepared transaction's producer id and epoch.
+			if other := untilSentinel(t, b.Addr, group, "s1"); len(other) != 0 {
+				t.Fatalf("staged inputs delivered after the restart: %v", other)
+			}
+			w := window(t, b, group)
+			if w.TxPendingRecords != n {
+				t.Fatalf("%d records TX_PENDING after the restart, want %d: %+v", w.TxPendingRecords, n, w.Records)
+			}
+			for _, r := range w.Records {
+				if r.State == sharepartition.TxPending && (r.StagedProducerID != st.ProducerID || r.StagedProducerEpoch != st.Epoch) {
+					t.Fatalf("staged range %+v, want staged by %v", r, st)
+				}
+			}
+
+			want := st
+			if !c.commit {
+				want = twopc.PreparedTxnState{}
+			}
+			q := recoverAndComplete(t, b.Addr, id, st, want)
+			commitOne(t, q, "after")
+			if w := window(t, b, group); w.TxPendingRecords != 0 {
+				t.Fatalf("%d records TX_PENDING after completing", w.TxPendingRecords)
+			}
+			again := untilSentinel(t, b.Addr, group, "s2")
+			out := readCommitted(t, b.Addr, "out")
+			if c.commit {
+				if len(again) != 0 {
+					t.Fatalf("committed inputs delivered again: %v", again)
+				}
+				if wantOut := 1 + map[bool]int{true: n}[c.outputs]; len(out) != wantOut {
+					t.Fatalf("committed outputs %v", out)
+				}
+				return
+			}
+			if len(again) != n {
+				t.Fatalf("after the abort %d inputs delivered again, want %d", len(again), n)
+			}
+			for _, r := range again {
+				if want := counts[string(r.Value)] + 1; kgoext.DeliveryCount(r) != want {
+					t.Fatalf("%s delivered again with count %d, want %d", r.Value, kgoext.DeliveryCount(r), want)
+				}
+			}
+			if len(out) != 1 {
+				t.Fatalf("aborted outputs readable: %v", out)
+			}
+		})
+	}
+}
+
+// TestConsumeOnlyTransaction: a transaction that holds only share acknowledgements
+// commits for real with the same producer (EndTxn is sent though nothing was produced):
+// its inputs are never delivered again.
+func TestConsumeOnlyTransaction(t *testing.T) {
+	const group, n = "sg-only", 3
+	b := startBroker(t, true)
+	ctx := testCtx(t)
+	createTopics(t, b.Addr, "in")
+	setEarliest(t, b.Addr, group)
+	for i := range n {
+		if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons := newShareConsumer(t, b.Addr, group)
+	p := newProducer(t, b.Addr, "tx-only")
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= n })
+	acks, err := cons.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendShareAcksToTransaction(ctx, acks, cons.GroupMetadata()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closeConsumer(t, cons)
+	if again := untilSentinel(t, b.Addr, group, "s"); len(again) != 0 {
+		t.Fatalf("committed inputs delivered again: %d", len(again))
+	}
+	if w := window(t, b, group); w.TxPendingRecords != 0 {
+		t.Fatalf("%d records TX_PENDING after the commit", w.TxPendingRecords)
+	}
+}
