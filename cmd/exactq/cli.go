@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/exactq/exactq/client"
 	"github.com/spf13/pflag"
 )
 
@@ -137,9 +136,6 @@ func keyValues(flagName string, kvs []string) ([][2]string, error) {
 	}
 	return out, nil
 }
-
-// netConfig is the connection settings of every client the tools create.
-func netConfig() client.NetConfig { return client.NetConfig{ClientID: cliClientID} }
 
 // subcommand is one verb of a command family ("topic create", "group list", ...).
 type subcommand struct {

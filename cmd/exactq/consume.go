@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/exactq/exactq/client"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const consumeUsage = `Usage: exactq consume TOPIC [flags]
@@ -67,7 +67,7 @@ type consumeOptions struct {
 	follow    bool
 	count     int64 // 0: no limit
 	format    recordFormat
-	iso       client.IsolationLevel
+	committed bool // read_committed
 	quiet     bool
 }
 
@@ -104,9 +104,8 @@ func parseConsumeArgs(args []string, stdout io.Writer) (*cmdFlags, consumeOption
 	}
 	switch iso {
 	case "read_uncommitted":
-		o.iso = client.ReadUncommitted
 	case "read_committed":
-		o.iso = client.ReadCommitted
+		o.committed = true
 	default:
 		return nil, o, usagef("--isolation %q: want read_uncommitted or read_committed", iso)
 	}
@@ -127,22 +126,31 @@ func runConsume(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	c, err := client.NewConsumer(client.ConsumerConfig{Brokers: f.brokerList(), Net: netConfig(), IsolationLevel: o.iso})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	assignment := make(map[client.TopicPartition]client.Offset, len(starts))
+	assignment := make(map[int32]kgo.Offset, len(starts))
 	for _, p := range sortedPartitions(starts) {
-		assignment[client.TopicPartition{Topic: o.topic, Partition: p}] = client.Offset(starts[p])
+		assignment[p] = kgo.NewOffset().At(starts[p])
 		if o.follow {
 			fmt.Fprintf(status, "%% consuming %s [%d] from offset %d, following\n", o.topic, p, starts[p])
 		} else {
 			fmt.Fprintf(status, "%% consuming %s [%d] from offset %d to %d\n", o.topic, p, starts[p], ends[p])
 		}
 	}
-	c.Assign(assignment)
-	n, err := consumeLoop(ctx, c, o, ends, stdout)
+	iso := kgo.ReadUncommitted()
+	if o.committed {
+		iso = kgo.ReadCommitted()
+	}
+	c, err := newKgo(f,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{o.topic: assignment}),
+		kgo.FetchIsolationLevel(iso),
+		// Control records (transaction markers) tell consumeLoop how far a partition was
+		// read; they are not printed.
+		kgo.KeepControlRecords(),
+	)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	n, err := consumeLoop(ctx, c, o, starts, ends, stdout)
 	fmt.Fprintf(status, "%% consumed %d records\n", n)
 	return err
 }
@@ -155,15 +163,15 @@ func resolveOffsets(ctx context.Context, f *cmdFlags, o consumeOptions) (starts,
 		return nil, nil, err
 	}
 	defer adm.Close()
-	details, err := adm.DescribeTopics(ctx, o.topic)
+	details, err := describeTopics(ctx, adm, o.topic)
 	if err != nil {
 		return nil, nil, topicErr(err)
 	}
 	var parts []int32
 	for _, d := range details {
-		for _, p := range d.Partitions {
-			if o.partition < 0 || p.Partition == o.partition {
-				parts = append(parts, p.Partition)
+		for _, p := range d.Partitions.Numbers() {
+			if o.partition < 0 || p == o.partition {
+				parts = append(parts, p)
 			}
 		}
 	}
@@ -173,31 +181,21 @@ func resolveOffsets(ctx context.Context, f *cmdFlags, o consumeOptions) (starts,
 		}
 		return nil, nil, fmt.Errorf("topic %s has no partitions", o.topic)
 	}
-	list := func(spec func(int32) int64) (map[int32]int64, error) {
-		specs := make(map[client.TopicPartition]int64, len(parts))
-		for _, p := range parts {
-			specs[client.TopicPartition{Topic: o.topic, Partition: p}] = spec(p)
-		}
-		listed, err := adm.ListOffsets(ctx, o.iso, specs)
-		if err != nil {
-			return nil, fmt.Errorf("list offsets: %w", err)
-		}
-		out := make(map[int32]int64, len(listed))
-		for tp, lo := range listed {
-			out[tp.Partition] = lo.Offset
-		}
-		return out, nil
-	}
-	firsts, err := list(func(int32) int64 { return int64(client.Earliest) })
+	pick := offsetsOf(o.topic, parts)
+	firsts, err := pick(adm.ListStartOffsets(ctx, o.topic))
 	if err != nil {
 		return nil, nil, err
 	}
-	if ends, err = list(func(int32) int64 { return int64(client.Latest) }); err != nil {
+	listEnds := adm.ListEndOffsets // the high watermark
+	if o.committed {
+		listEnds = adm.ListCommittedOffsets // the last stable offset
+	}
+	if ends, err = pick(listEnds(ctx, o.topic)); err != nil {
 		return nil, nil, err
 	}
 	var atTime map[int32]int64
 	if o.from.kind == 't' {
-		if atTime, err = list(func(int32) int64 { return o.from.value }); err != nil {
+		if atTime, err = pick(adm.ListOffsetsAfterMilli(ctx, o.from.value, o.topic)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -227,11 +225,19 @@ func resolveOffsets(ctx context.Context, f *cmdFlags, o consumeOptions) (starts,
 
 // consumeLoop polls and writes records until the end offsets (unless following), the
 // count, ctx's cancellation (not an error) or a failure, and returns the records written.
-func consumeLoop(ctx context.Context, c *client.Consumer, o consumeOptions, ends map[int32]int64, stdout io.Writer) (int64, error) {
+//
+// kgo does not say how far it has read a partition, and the last offsets before an end
+// may hold no record a consumer gets: transaction markers, or records of aborted
+// transactions under read_committed. So the consumer keeps control records and a
+// partition is done once a record or marker at or past its end's last offset arrived.
+// Under read_committed, aborted records directly before the end whose abort marker lies
+// past it (another transaction still open) show no offset until that marker is readable,
+// when the open transaction ends.
+func consumeLoop(ctx context.Context, c *kgo.Client, o consumeOptions, starts, ends map[int32]int64, stdout io.Writer) (int64, error) {
 	pending := map[int32]bool{} // partitions not yet read up to their end offset
 	if !o.follow {
 		for p, end := range ends {
-			if pos, _ := c.Position(client.TopicPartition{Topic: o.topic, Partition: p}); pos < end {
+			if starts[p] < end {
 				pending[p] = true
 			}
 		}
@@ -242,46 +248,36 @@ func consumeLoop(ctx context.Context, c *client.Consumer, o consumeOptions, ends
 	var written int64
 	var buf []byte
 	for {
-		// Poll also returns, without records, after a fetch that only skipped control
-		// batches or aborted records, so the positions below reach the end offsets even
-		// when the last offsets before them hold no records for us.
-		recs, err := c.Poll(ctx)
-		switch {
-		case ctx.Err() != nil:
+		fetches := c.PollFetches(ctx)
+		if ctx.Err() != nil {
 			return written, nil // interrupted: a clean stop
-		case err != nil:
+		}
+		if err := fetchErr(fetches); err != nil {
 			return written, err
 		}
 		buf = buf[:0]
 		limitHit := false
-		for _, r := range recs {
-			if !o.follow && r.Offset >= ends[r.Partition] {
-				continue // past the end offset read at start
+		for _, r := range fetches.Records() {
+			if !o.follow && r.Offset >= ends[r.Partition]-1 {
+				delete(pending, r.Partition)
+				if r.Offset >= ends[r.Partition] {
+					continue // past the end offset read at start
+				}
+			}
+			if r.Attrs.IsControl() || limitHit {
+				continue
 			}
 			buf = o.format.appendRecord(buf, r)
 			written++
-			if o.count > 0 && written == o.count {
-				limitHit = true
-				break
-			}
+			limitHit = o.count > 0 && written == o.count
 		}
 		if len(buf) > 0 {
 			if _, err := stdout.Write(buf); err != nil {
 				return written, err
 			}
 		}
-		if limitHit {
+		if limitHit || (!o.follow && len(pending) == 0) {
 			return written, nil
-		}
-		if !o.follow {
-			for p := range pending {
-				if pos, _ := c.Position(client.TopicPartition{Topic: o.topic, Partition: p}); pos >= ends[p] {
-					delete(pending, p)
-				}
-			}
-			if len(pending) == 0 {
-				return written, nil
-			}
 		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // TestBrokerLinksNoBenchCode: the broker binary links none of the benchmark driver, its
-// charts or its Maven launcher for Apache Kafka; those live in bench/cmd/exactq-bench.
+// charts or its Maven launcher for Apache Kafka; those live in bench/cmd/exactq-bench. Nor
+// does it link exactq's old client package: the client commands run on franz-go.
 func TestBrokerLinksNoBenchCode(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
@@ -16,6 +17,7 @@ func TestBrokerLinksNoBenchCode(t *testing.T) {
 	forbidden := []string{
 		"github.com/exactq/exactq/bench/internal/driver", // the driver, bench/kafka (Maven), bench/brokerproc
 		"golang.org/x/image",                             // the charts
+		"github.com/exactq/exactq/client",                // replaced by kgo and kadm (#11)
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {

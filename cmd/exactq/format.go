@@ -3,7 +3,7 @@ package main
 import (
 	"strconv"
 
-	"github.com/exactq/exactq/client"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // recordFormat is a compiled --format template, kcat -f style:
@@ -89,7 +89,7 @@ func parseFormatVerbs(s string, delivery bool) (recordFormat, error) {
 }
 
 // appendRecord appends r formatted to dst.
-func (f recordFormat) appendRecord(dst []byte, r *client.Record) []byte {
+func (f recordFormat) appendRecord(dst []byte, r *kgo.Record) []byte {
 	for _, p := range f {
 		switch p.verb {
 		case 0:
@@ -101,7 +101,7 @@ func (f recordFormat) appendRecord(dst []byte, r *client.Record) []byte {
 		case 'o':
 			dst = strconv.AppendInt(dst, r.Offset, 10)
 		case 'd':
-			dst = strconv.AppendInt(dst, int64(r.DeliveryCount), 10)
+			dst = strconv.AppendInt(dst, int64(r.DeliveryCount()), 10)
 		case 'T':
 			dst = strconv.AppendInt(dst, r.Timestamp.UnixMilli(), 10)
 		case 'k':

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/exactq/exactq/client"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 const groupUsage = `Usage:
@@ -58,14 +58,14 @@ Prints every group name, one a line, sorted.
   -v, --verbose             a table with each group's state, protocol type and coordinator
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
-	return listGroups(ctx, f, args, stdout, nil, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR", func(g client.ListedGroup) string {
+	return listGroups(ctx, f, args, stdout, nil, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR", func(g kadm.ListedGroup) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%d", g.Group, orDash(g.State), orDash(g.ProtocolType), g.Coordinator)
 	})
 }
 
 // listGroups runs "group list" and "share list": the names of the groups of types (every
 // type when nil) in the --state states, or with -v a table of header and one row a group.
-func listGroups(ctx context.Context, f *cmdFlags, args []string, stdout io.Writer, types []string, header string, row func(client.ListedGroup) string) error {
+func listGroups(ctx context.Context, f *cmdFlags, args []string, stdout io.Writer, types []string, header string, row func(kadm.ListedGroup) string) error {
 	var states listFlag
 	var verbose bool
 	f.Var(&states, "state", "")
@@ -75,16 +75,16 @@ func listGroups(ctx context.Context, f *cmdFlags, args []string, stdout io.Write
 		return err
 	}
 	defer adm.Close()
-	groups, err := adm.ListGroups(ctx, client.GroupFilter{States: splitList(states), Types: types})
+	groups, err := adm.ListGroupsByType(ctx, types, splitList(states)...)
 	if !verbose {
-		for _, g := range groups {
+		for _, g := range groups.Sorted() {
 			fmt.Fprintln(stdout, g.Group)
 		}
 		return err
 	}
 	tw := newTable(stdout)
 	fmt.Fprintln(tw, header)
-	for _, g := range groups {
+	for _, g := range groups.Sorted() {
 		fmt.Fprintln(tw, row(g))
 	}
 	if ferr := tw.Flush(); err == nil {
@@ -110,9 +110,15 @@ committed offset shows "-".
 	defer adm.Close()
 	descs, err := adm.DescribeGroups(ctx, names...)
 	errs := []error{err}
-	for i, d := range descs {
-		if d.Err != nil {
+	printed := 0
+	for _, name := range names {
+		d, ok := descs[name]
+		switch {
+		case !ok:
 			continue // in err
+		case d.Err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", name, withMessage(d.Err, d.ErrMessage)))
+			continue
 		}
 		offsets, err := adm.FetchOffsets(ctx, d.Group)
 		if err != nil {
@@ -120,9 +126,10 @@ committed offset shows "-".
 		}
 		rows := groupRows(d, offsets)
 		ends := logEndOffsets(ctx, adm, rows)
-		if i > 0 {
+		if printed > 0 {
 			fmt.Fprintln(stdout)
 		}
+		printed++
 		if err := writeGroup(stdout, d, rows, ends); err != nil {
 			return err
 		}
@@ -130,19 +137,41 @@ committed offset shows "-".
 	return errors.Join(errs...)
 }
 
+// groupMember is a described member with the partitions assigned to it.
+type groupMember struct {
+	*kadm.DescribedGroupMember
+	assigned kadm.TopicsSet
+}
+
 // groupRow is one partition of a described group: assigned to a member, committed, or
 // both.
 type groupRow struct {
-	tp        client.TopicPartition
+	tp        topicPartition
 	committed int64 // -1: none
-	member    *client.GroupMemberDescription
+	member    *groupMember
+}
+
+// groupMembers returns the group's members with their assignments (consumer protocol
+// groups; a member of another protocol has none we can read).
+func groupMembers(d kadm.DescribedGroup) []groupMember {
+	out := make([]groupMember, len(d.Members))
+	for i := range d.Members {
+		m := groupMember{DescribedGroupMember: &d.Members[i], assigned: kadm.TopicsSet{}}
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				m.assigned.Add(t.Topic, t.Partitions...)
+			}
+		}
+		out[i] = m
+	}
+	return out
 }
 
 // groupRows returns the partitions assigned to members or committed by the group,
 // sorted.
-func groupRows(d client.GroupDescription, offsets map[client.TopicPartition]client.CommittedOffset) []groupRow {
-	rows := map[client.TopicPartition]*groupRow{}
-	row := func(tp client.TopicPartition) *groupRow {
+func groupRows(d kadm.DescribedGroup, offsets kadm.OffsetResponses) []groupRow {
+	rows := map[topicPartition]*groupRow{}
+	row := func(tp topicPartition) *groupRow {
 		if r, ok := rows[tp]; ok {
 			return r
 		}
@@ -150,65 +179,76 @@ func groupRows(d client.GroupDescription, offsets map[client.TopicPartition]clie
 		rows[tp] = r
 		return r
 	}
-	for i := range d.Members {
-		m := &d.Members[i]
-		for _, tp := range m.Assignment {
-			row(tp).member = m
+	members := groupMembers(d)
+	for i := range members {
+		m := &members[i]
+		for _, tp := range m.assigned.Sorted() {
+			for _, p := range tp.Partitions {
+				row(topicPartition{tp.Topic, p}).member = m
+			}
 		}
 	}
-	for tp, co := range offsets {
-		if co.Err == nil && co.Offset >= 0 {
-			row(tp).committed = co.Offset
+	offsets.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			row(topicPartition{o.Topic, o.Partition}).committed = o.At
 		}
-	}
+	})
 	out := make([]groupRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i].tp, out[j].tp
-		if a.Topic != b.Topic {
-			return a.Topic < b.Topic
+		if a.topic != b.topic {
+			return a.topic < b.topic
 		}
-		return a.Partition < b.Partition
+		return a.partition < b.partition
 	})
 	return out
 }
 
 // logEndOffsets lists the high watermark of each row's partition; partitions it cannot
 // list (a deleted topic) are missing from the result and print as "-".
-func logEndOffsets(ctx context.Context, adm *client.Admin, rows []groupRow) map[client.TopicPartition]int64 {
-	out := map[client.TopicPartition]int64{}
+func logEndOffsets(ctx context.Context, adm *admin, rows []groupRow) map[topicPartition]int64 {
+	out := map[topicPartition]int64{}
 	if len(rows) == 0 {
 		return out
 	}
-	specs := make(map[client.TopicPartition]int64, len(rows))
+	topics := map[string]bool{}
+	var list []string
 	for _, r := range rows {
-		specs[r.tp] = int64(client.Latest)
-	}
-	listed, _ := adm.ListOffsets(ctx, client.ReadUncommitted, specs) // per-partition errors: "-"
-	for tp, lo := range listed {
-		if lo.Err == nil {
-			out[tp] = lo.Offset
+		if !topics[r.tp.topic] {
+			topics[r.tp.topic] = true
+			list = append(list, r.tp.topic)
 		}
 	}
+	listed, _ := adm.ListEndOffsets(ctx, list...) // per-partition errors: "-"
+	listed.Each(func(lo kadm.ListedOffset) {
+		if lo.Err == nil {
+			out[topicPartition{lo.Topic, lo.Partition}] = lo.Offset
+		}
+	})
 	return out
 }
 
 // writeGroup prints one described group: a summary line, the members table and the
 // partitions table.
-func writeGroup(w io.Writer, d client.GroupDescription, rows []groupRow, ends map[client.TopicPartition]int64) error {
+func writeGroup(w io.Writer, d kadm.DescribedGroup, rows []groupRow, ends map[topicPartition]int64) error {
 	protocol := orDash(d.Protocol)
 	if d.ProtocolType != "" {
 		protocol += " (" + d.ProtocolType + ")"
 	}
 	fmt.Fprintf(w, "Group: %s\tState: %s\tProtocol: %s\tCoordinator: %d\tMembers: %d\n",
-		d.Group, d.State, protocol, d.Coordinator, len(d.Members))
+		d.Group, d.State, protocol, d.Coordinator.NodeID, len(d.Members))
 	tw := newTable(w)
 	if len(d.Members) > 0 {
 		fmt.Fprintln(tw, "\nMEMBER\tINSTANCE\tCLIENT-ID\tHOST\tPARTITIONS")
-		for _, m := range d.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, orDash(m.InstanceID), orDash(m.ClientID), orDash(m.ClientHost), partitionList(m.Assignment))
+		for _, m := range groupMembers(d) {
+			instance := ""
+			if m.InstanceID != nil {
+				instance = *m.InstanceID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, orDash(instance), orDash(m.ClientID), orDash(m.ClientHost), partitionList(m.assigned))
 		}
 	}
 	if len(rows) > 0 {
@@ -229,23 +269,10 @@ func writeGroup(w io.Writer, d client.GroupDescription, rows []groupRow, ends ma
 			if m := r.member; m != nil {
 				member, host, clientID = m.MemberID, orDash(m.ClientHost), orDash(m.ClientID)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.tp.Topic, r.tp.Partition, current, end, lag, member, host, clientID)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.tp.topic, r.tp.partition, current, end, lag, member, host, clientID)
 		}
 	}
 	return tw.Flush()
-}
-
-// partitionList prints partitions as Kafka's TopicPartition.toString does: topic-N,
-// comma-separated; "-" for none.
-func partitionList(tps []client.TopicPartition) string {
-	if len(tps) == 0 {
-		return "-"
-	}
-	s := make([]string, len(tps))
-	for i, tp := range tps {
-		s[i] = tp.Topic + "-" + strconv.Itoa(int(tp.Partition))
-	}
-	return strings.Join(s, ",")
 }
 
 func orDash(s string) string {
@@ -268,10 +295,16 @@ Deletes groups that have no members, with their committed offsets.
 	}
 	defer adm.Close()
 	results, err := adm.DeleteGroups(ctx, names...)
-	for _, r := range results {
-		if r.Err == nil {
-			fmt.Fprintf(stdout, "Deleted group %s.\n", r.Group)
+	errs := []error{err}
+	for _, name := range names {
+		r, ok := results[name]
+		switch {
+		case !ok:
+		case r.Err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", name, withMessage(r.Err, r.ErrMessage)))
+		default:
+			fmt.Fprintf(stdout, "Deleted group %s.\n", name)
 		}
 	}
-	return err
+	return errors.Join(errs...)
 }

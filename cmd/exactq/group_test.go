@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fieldRows splits output into lines of whitespace-separated fields.
@@ -37,28 +38,31 @@ func TestGroupCommands(t *testing.T) {
 	mustRun(t, runProduce, "d\ne\nf\ng\n", "orders", "-b", tb.Addr, "--partition", "1")
 
 	// A group member that consumed everything and committed part of it.
-	c, err := client.NewConsumer(client.ConsumerConfig{
-		Brokers: []string{tb.Addr}, Net: client.NetConfig{ClientID: "billing-app"},
-		Group: "billing", DisableAutoCommit: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Subscribe("orders"); err != nil {
-		t.Fatal(err)
-	}
+	c := testClient(t, tb.Addr, kgo.ClientID("billing-app"), kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	for got := 0; got < 7; {
-		recs, err := c.Poll(t.Context())
-		if err != nil {
+		fetches := c.PollFetches(t.Context())
+		if err := fetches.Err(); err != nil {
 			t.Fatal(err)
 		}
-		got += len(recs)
+		got += len(fetches.Records())
 	}
-	if err := c.CommitOffsets(t.Context(), map[client.TopicPartition]int64{{Topic: "orders", Partition: 0}: 2, {Topic: "orders", Partition: 1}: 4}); err != nil {
-		t.Fatal(err)
+	var commitErr error
+	c.CommitOffsetsSync(t.Context(), map[string]map[int32]kgo.EpochOffset{"orders": {0: {Epoch: -1, Offset: 2}, 1: {Epoch: -1, Offset: 4}}},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if commitErr = err; err != nil {
+				return
+			}
+			for _, rt := range resp.Topics {
+				for _, rp := range rt.Partitions {
+					commitErr = errors.Join(commitErr, kerr.ErrorForCode(rp.ErrorCode))
+				}
+			}
+		})
+	if commitErr != nil {
+		t.Fatal(commitErr)
 	}
-	member := c.GroupMetadata().MemberID
+	member, _ := c.GroupMetadata()
 
 	if out := mustRun(t, runGroup, "", append([]string{"list"}, b...)...); out != "billing\n" {
 		t.Errorf("list: %q", out)
@@ -99,7 +103,7 @@ func TestGroupCommands(t *testing.T) {
 	}
 
 	// Without members the committed offsets still show, assigned to no one.
-	c.Close()
+	c.Close() // leaves the group
 	out = mustRun(t, runGroup, "", append([]string{"describe", "billing"}, b...)...)
 	if !strings.HasPrefix(out, "Group: billing\tState: Empty\tProtocol: - (consumer)\tCoordinator: 1\tMembers: 0\n") {
 		t.Errorf("describe an empty group:\n%s", out)

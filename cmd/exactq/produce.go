@@ -10,9 +10,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const produceUsage = `Usage: exactq produce TOPIC [flags] < lines
@@ -34,13 +35,17 @@ stops reading and delivers the lines already read.
 // max.message.bytes is 1 MiB, so such a record could not be stored anyway).
 const maxLineBytes = 16 << 20
 
+// produceDeliveryTimeout bounds the time from reading a line to its record's delivery
+// (kgo's default has no bound: a broker that stays away would hold the command forever).
+const produceDeliveryTimeout = 2 * time.Minute
+
 type produceOptions struct {
 	topic     string
 	delim     []byte // nil: no key
 	partition int32  // -1: the default partitioner
-	acks      client.Acks
-	codec     client.Compression
-	headers   []client.Header
+	acks      kgo.Acks
+	codec     kgo.CompressionCodec
+	headers   []kgo.RecordHeader
 }
 
 func parseProduceArgs(args []string, stdout io.Writer) (*cmdFlags, produceOptions, error) {
@@ -67,11 +72,11 @@ func parseProduceArgs(args []string, stdout io.Writer) (*cmdFlags, produceOption
 	o.partition = int32(partition)
 	switch acks {
 	case "all", "-1":
-		o.acks = client.AcksAll
+		o.acks = kgo.AllISRAcks()
 	case "1":
-		o.acks = client.AcksLeader
+		o.acks = kgo.LeaderAck()
 	case "0":
-		o.acks = client.AcksNone
+		o.acks = kgo.NoAck()
 	default:
 		return nil, o, usagef("--acks %q: want all, 1 or 0", acks)
 	}
@@ -83,18 +88,25 @@ func parseProduceArgs(args []string, stdout io.Writer) (*cmdFlags, produceOption
 		return nil, o, err
 	}
 	for _, kv := range kvs {
-		o.headers = append(o.headers, client.Header{Key: kv[0], Value: []byte(kv[1])})
+		o.headers = append(o.headers, kgo.RecordHeader{Key: kv[0], Value: []byte(kv[1])})
 	}
 	return f, o, nil
 }
 
-func parseCodec(s string) (client.Compression, error) {
-	for _, c := range []client.Compression{client.NoCompression, client.Gzip, client.Snappy, client.LZ4, client.Zstd} {
-		if strings.EqualFold(s, c.String()) {
-			return c, nil
-		}
+func parseCodec(s string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(s) {
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
 	}
-	return 0, usagef("--compression %q: want none, gzip, snappy, lz4 or zstd", s)
+	return kgo.CompressionCodec{}, usagef("--compression %q: want none, gzip, snappy, lz4 or zstd", s)
 }
 
 // runProduce runs "exactq produce TOPIC".
@@ -103,29 +115,42 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	cfg := client.ProducerConfig{
-		Brokers:     f.brokerList(),
-		Net:         netConfig(),
-		Acks:        o.acks,
-		Compression: o.codec,
+	opts := []kgo.Opt{
+		kgo.RequiredAcks(o.acks),
+		kgo.ProducerBatchCompression(o.codec),
+		kgo.RecordDeliveryTimeout(produceDeliveryTimeout),
+		// As Kafka's producer does: a broker with auto.create.topics.enable creates a
+		// missing topic on the producer's metadata request.
+		kgo.AllowAutoTopicCreation(),
+	}
+	if o.acks != kgo.AllISRAcks() {
+		opts = append(opts, kgo.DisableIdempotentWrite()) // idempotence needs acks=all
 	}
 	if o.partition >= 0 {
-		cfg.Partitioner = client.ManualPartitioner()
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
-	p, err := client.NewProducer(cfg)
+	p, err := newKgo(f, opts...)
 	if err != nil {
 		return err
 	}
+	// kgo retries an unreachable broker until the delivery timeout; fail at once instead
+	// when no broker answers at all.
 	st := newProduceStats()
+	st.noAcks = o.acks == kgo.NoAck()
+	if err := p.Ping(ctx); err != nil {
+		p.Close()
+		st.writeSummary(stderr, o.topic)
+		return err
+	}
 	readErr := produceLines(ctx, p, o, stdin, st)
-	// Lines already read are delivered even after SIGINT: Flush and Close ignore ctx's
-	// cancellation and are bounded by the producer's DeliveryTimeout.
+	// Lines already read are delivered even after SIGINT: Flush ignores ctx's cancellation
+	// and is bounded by the delivery timeout.
 	flushErr := p.Flush(context.WithoutCancel(ctx))
 	p.Close()
 	st.writeSummary(stderr, o.topic)
 	switch {
 	case st.failed > 0:
-		return fmt.Errorf("%d of %d records failed; first error: %w", st.failed, st.failed+st.delivered, produceErr(o.topic, st.firstErr))
+		return fmt.Errorf("%d of %d records failed; first error: %w", st.failed, st.failed+st.delivered, produceErr(ctx, f, o, st.firstErr))
 	case readErr != nil:
 		return fmt.Errorf("reading stdin: %w", readErr)
 	}
@@ -134,7 +159,7 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 // produceLines produces stdin's lines until EOF, ctx's cancellation or the first failed
 // record, and returns the read error, if any.
-func produceLines(ctx context.Context, p *client.Producer, o produceOptions, stdin io.Reader, st *produceStats) error {
+func produceLines(ctx context.Context, p *kgo.Client, o produceOptions, stdin io.Reader, st *produceStats) error {
 	// stdin is read on its own goroutine so a signal stops the loop even while a read
 	// blocks. That goroutine can outlive the call only while its read blocks; done makes it
 	// exit at its next line.
@@ -193,8 +218,8 @@ func produceLines(ctx context.Context, p *client.Producer, o produceOptions, std
 	}
 }
 
-func makeRecord(o produceOptions, line []byte) *client.Record {
-	r := &client.Record{Topic: o.topic, Partition: o.partition, Value: line, Headers: o.headers}
+func makeRecord(o produceOptions, line []byte) *kgo.Record {
+	r := &kgo.Record{Topic: o.topic, Partition: o.partition, Value: line, Headers: o.headers}
 	if o.delim != nil {
 		if k, v, ok := bytes.Cut(line, o.delim); ok {
 			r.Key, r.Value = k, v
@@ -212,6 +237,7 @@ type produceStats struct {
 	firstErr  error
 	failedCh  chan struct{} // closed at the first failure
 	parts     map[int32]*partStats
+	noAcks    bool // acks=0: the broker reports no offsets (kgo's records then say 0)
 }
 
 type partStats struct {
@@ -223,7 +249,7 @@ func newProduceStats() *produceStats {
 	return &produceStats{failedCh: make(chan struct{}), parts: map[int32]*partStats{}}
 }
 
-func (s *produceStats) record(r *client.Record, err error) {
+func (s *produceStats) record(r *kgo.Record, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -241,7 +267,7 @@ func (s *produceStats) record(r *client.Record, err error) {
 		s.parts[r.Partition] = ps
 	}
 	ps.count++
-	if r.Offset >= 0 {
+	if !s.noAcks {
 		if ps.min < 0 || r.Offset < ps.min {
 			ps.min = r.Offset
 		}
@@ -272,13 +298,31 @@ func (s *produceStats) writeSummary(w io.Writer, topic string) {
 	}
 }
 
-// produceErr explains the failures a user can fix.
-func produceErr(topic string, err error) error {
-	switch {
-	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("topic %s does not exist and the broker did not create it (auto.create.topics.enable off?): %w", topic, err)
-	case errors.Is(err, client.ErrInvalidPartition):
-		return fmt.Errorf("topic %s has no such partition: %w", topic, err)
+// errNoPartition: the topic lacks the --partition asked for.
+var errNoPartition = errors.New("no such partition")
+
+// produceErr explains the failures a user can fix. kgo fails a record for a partition the
+// topic lacks with a plain error, so a failure with --partition asks the brokers whether
+// the partition exists.
+func produceErr(ctx context.Context, f *cmdFlags, o produceOptions, err error) error {
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("topic %s does not exist and the broker did not create it (auto.create.topics.enable off?): %w", o.topic, err)
+	}
+	var ke *kerr.Error
+	if o.partition < 0 || errors.As(err, &ke) {
+		return err
+	}
+	adm, aerr := newAdmin(f)
+	if aerr != nil {
+		return err
+	}
+	defer adm.Close()
+	details, derr := describeTopics(ctx, adm, o.topic)
+	if derr != nil || len(details) != 1 {
+		return err
+	}
+	if n := len(details[0].Partitions); int(o.partition) >= n {
+		return fmt.Errorf("topic %s has %d partitions, no partition %d: %w (%v)", o.topic, n, o.partition, errNoPartition, err)
 	}
 	return err
 }

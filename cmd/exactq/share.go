@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/share/sharepartition"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const shareUsage = `Usage:
@@ -59,9 +64,8 @@ count).
       --mode MODE           explicit (default): acknowledge each record with --ack;
                             implicit: the client accepts every record a poll returned on
                             the next poll or on close (--ack must be accept)
-  -n, --count N             stop after N records. Explicit mode releases the records
-                            fetched beyond N; implicit mode prints (and accepts) every
-                            record of the last poll, so it may print more than N
+  -n, --count N             stop after N records (the records fetched beyond N are
+                            released)
       --format TEMPLATE     as consume's (default "%v\n"), plus %d: the record's delivery
                             count (1 on its first delivery)
       --from-earliest       first set share.auto.offset.reset=earliest on the group (it
@@ -75,14 +79,14 @@ count).
 // the acknowledgements go out and the member leaves.
 const shareCloseTimeout = 10 * time.Second
 
-func parseAckType(s string) (client.AckType, error) {
+func parseAckType(s string) (kgo.AckStatus, error) {
 	switch strings.ToLower(s) {
 	case "accept":
-		return client.AckAccept, nil
+		return kgo.AckAccept, nil
 	case "release":
-		return client.AckRelease, nil
+		return kgo.AckRelease, nil
 	case "reject":
-		return client.AckReject, nil
+		return kgo.AckReject, nil
 	}
 	return 0, usagef("--ack %q: want accept, release or reject", s)
 }
@@ -111,13 +115,12 @@ func shareConsume(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	var ackMode client.AckMode
+	var implicit bool
 	switch mode {
 	case "explicit":
-		ackMode = client.AckExplicit
 	case "implicit":
-		ackMode = client.AckImplicit
-		if ack != client.AckAccept {
+		implicit = true
+		if ack != kgo.AckAccept {
 			return usagef("--ack %s needs --mode explicit (implicit mode accepts every record)", ackName)
 		}
 	default:
@@ -141,83 +144,99 @@ func shareConsume(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer adm.Close()
 	// A share consumer waits for a topic that does not exist; say so instead.
-	if _, err := adm.DescribeTopics(ctx, topic); err != nil {
+	if _, err := describeTopics(ctx, adm, topic); err != nil {
 		return topicErr(err)
 	}
 	if fromEarliest {
-		res := client.ConfigResource{Type: client.GroupResource, Name: group}
-		if _, err := adm.IncrementalAlterConfigs(ctx, false, map[client.ConfigResource][]client.AlterConfig{
-			res: {{Name: "share.auto.offset.reset", Op: client.OpSet, Value: "earliest"}},
-		}); err != nil {
+		if err := alterGroupConfig(ctx, adm.kgo, group, "share.auto.offset.reset", "earliest"); err != nil {
 			return fmt.Errorf("set share.auto.offset.reset=earliest on group %s: %w", group, err)
 		}
 	}
 
-	var ackMu sync.Mutex
-	var ackFailed int
-	var ackErr error
-	cfg := client.ShareConsumerConfig{
-		Brokers: f.brokerList(), Net: netConfig(), Group: group, Topics: []string{topic}, AckMode: ackMode,
-		OnAcknowledged: func(rs []client.AckResult) {
-			ackMu.Lock()
-			defer ackMu.Unlock()
-			for _, r := range rs {
-				if r.Err != nil {
-					ackFailed += len(r.Offsets)
-					if ackErr == nil {
-						ackErr = fmt.Errorf("%s[%d]: %w", r.Partition.Topic, r.Partition.Partition, r.Err)
-					}
-				}
-			}
-		},
-	}
+	acks := &shareAckErrors{}
+	opts := []kgo.Opt{kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareAckCallback(acks.record)}
 	if count > 0 && count < 500 {
-		cfg.MaxRecords = int32(count) // fetch no more than needed (a soft cap)
+		opts = append(opts, kgo.ShareMaxRecords(int32(count))) // fetch no more than needed (a soft cap)
 	}
-	sc, err := client.NewShareConsumer(cfg)
+	cl, err := newKgo(f, opts...)
 	if err != nil {
 		return err
 	}
-	how := "explicit acknowledgement, " + ack.String()
-	if ackMode == client.AckImplicit {
+	defer cl.Close()
+	how := "explicit acknowledgement, " + strings.ToUpper(ack.String())
+	if implicit {
 		how = "implicit acknowledgement"
 	}
 	fmt.Fprintf(status, "%% share-consuming %s in group %s (%s)\n", topic, group, how)
 
-	written, loopErr := shareConsumeLoop(ctx, sc, ackMode, ack, count, recFormat, stdout)
+	written, loopErr := shareConsumeLoop(ctx, cl, topic, implicit, ack, count, recFormat, stdout)
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shareCloseTimeout)
 	defer cancel()
-	closeErr := sc.Close(closeCtx) // sends the acknowledgements, releases the rest, leaves
+	if implicit {
+		cl.MarkAcks(kgo.AckAccept) // the last poll's records; leaving releases unmarked ones
+	}
+	// The acknowledgements go out (their results reach acks), then the member leaves,
+	// releasing the records it holds unacknowledged.
+	closeErr := errors.Join(cl.FlushAcks(closeCtx), cl.LeaveGroupContext(closeCtx))
 	fmt.Fprintf(status, "%% consumed %d records\n", written)
-
-	ackMu.Lock()
-	defer ackMu.Unlock()
-	if ackErr != nil {
-		// Close's error repeats the acknowledgement failures the callback saw.
-		return errors.Join(loopErr, fmt.Errorf("%d acknowledgements failed, first: %w", ackFailed, ackErr))
+	if err := acks.err(); err != nil {
+		return errors.Join(loopErr, err)
 	}
 	return errors.Join(loopErr, closeErr)
 }
 
+// shareAckErrors collects the partitions whose acknowledgements the brokers refused; record
+// is the consumer's ShareAckCallback.
+type shareAckErrors struct {
+	mu     sync.Mutex
+	failed int // partition results with an error
+	first  error
+}
+
+func (a *shareAckErrors) record(_ *kgo.Client, rs kgo.ShareAckResults) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range rs {
+		if r.Err != nil {
+			a.failed++
+			if a.first == nil {
+				a.first = fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, r.Err)
+			}
+		}
+	}
+}
+
+func (a *shareAckErrors) err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.first == nil {
+		return nil
+	}
+	return fmt.Errorf("acknowledgements failed %d times, first: %w", a.failed, a.first)
+}
+
 // shareConsumeLoop polls, writes and (explicit mode) acknowledges records until count
 // (0: no limit), ctx's cancellation (not an error) or a failure, and returns the records
-// written. A record is acknowledged only once written; those that were not are released
-// when the consumer closes.
-func shareConsumeLoop(ctx context.Context, sc *client.ShareConsumer, mode client.AckMode, ack client.AckType, count int64, format recordFormat, stdout io.Writer) (int64, error) {
+// written. A record is acknowledged only once written; polls take no more than count
+// leaves, and the records fetched beyond it are released when the member leaves.
+// Implicit mode leaves the acknowledging to kgo, which accepts a poll's records on the
+// next poll.
+func shareConsumeLoop(ctx context.Context, cl *kgo.Client, topic string, implicit bool, ack kgo.AckStatus, count int64, format recordFormat, stdout io.Writer) (int64, error) {
 	var written int64
 	var buf []byte
 	for count == 0 || written < count {
-		recs, err := sc.Poll(ctx)
-		switch {
-		case ctx.Err() != nil:
+		max := -1
+		if count > 0 {
+			max = int(min(count-written, 1<<30))
+		}
+		fetches := cl.PollRecords(ctx, max)
+		if ctx.Err() != nil {
 			return written, nil // interrupted: a clean stop
-		case err != nil:
+		}
+		if err := fetchErr(fetches); err != nil {
 			return written, err
 		}
-		// Implicit mode accepts every record the poll returned: print them all.
-		if mode == client.AckExplicit && count > 0 && int64(len(recs)) > count-written {
-			recs = recs[:count-written]
-		}
+		recs := fetches.Records()
 		buf = buf[:0]
 		for _, r := range recs {
 			buf = format.appendRecord(buf, r)
@@ -226,15 +245,29 @@ func shareConsumeLoop(ctx context.Context, sc *client.ShareConsumer, mode client
 			return written, err
 		}
 		written += int64(len(recs))
-		if mode == client.AckExplicit {
+		if count > 0 && written >= count {
+			// No fetch after the last record: kgo fetches again once its buffer is empty,
+			// and would acquire again what this member releases below.
+			cl.PauseFetchTopics(topic)
+		}
+		if !implicit {
 			for _, r := range recs {
-				if err := sc.Acknowledge(r, ack); err != nil {
-					return written, err
-				}
+				r.Ack(ack)
 			}
 		}
 	}
 	return written, nil
+}
+
+// fetchErr is the first error of a poll, naming its partition.
+func fetchErr(fetches kgo.Fetches) error {
+	for _, fe := range fetches.Errors() {
+		if fe.Topic == "" {
+			return fe.Err
+		}
+		return fmt.Errorf("%s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+	}
+	return nil
 }
 
 const shareDescribeUsage = `Usage: exactq share describe GROUP... [flags]
@@ -282,16 +315,21 @@ func shareDescribe(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer adm.Close()
-	descs, err := adm.DescribeShareGroups(ctx, names...)
+	descs, err := describeShareGroups(ctx, adm, names)
 	errs := []error{err}
 	printed := 0
-	for _, d := range descs {
-		if d.Err != nil {
+	for _, name := range names {
+		d, ok := descs[name]
+		switch {
+		case !ok:
 			continue // in err
+		case d.err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", name, d.err))
+			continue
 		}
-		offsets, err := adm.DescribeShareGroupOffsets(ctx, d.Group)
+		offsets, err := describeShareOffsets(ctx, adm, name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: share offsets: %w", d.Group, err))
+			errs = append(errs, fmt.Errorf("%s: share offsets: %w", name, err))
 		}
 		if printed > 0 {
 			fmt.Fprintln(stdout)
@@ -301,12 +339,12 @@ func shareDescribe(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		if records {
-			states, err := fetchShareState(ctx, base, d.Group)
+			states, err := fetchShareState(ctx, base, name)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: in-flight records: %w", d.Group, err))
+				errs = append(errs, fmt.Errorf("%s: in-flight records: %w", name, err))
 				continue
 			}
-			if err := writeShareState(stdout, d.Group, states); err != nil {
+			if err := writeShareState(stdout, name, states); err != nil {
 				return err
 			}
 		}
@@ -314,23 +352,103 @@ func shareDescribe(ctx context.Context, args []string, stdout io.Writer) error {
 	return errors.Join(errs...)
 }
 
-// writeShareGroup prints one described share group: a summary line, the members table
-// and the share partitions table.
-func writeShareGroup(w io.Writer, d client.ShareGroupDescription, offsets map[client.TopicPartition]client.ShareGroupOffset) error {
-	fmt.Fprintf(w, "Group: %s\tState: %s\tGroup-Epoch: %d\tAssignment-Epoch: %d\tAssignor: %s\tCoordinator: %d\tMembers: %d\n",
-		d.Group, d.State, d.GroupEpoch, d.AssignmentEpoch, orDash(d.Assignor), d.Coordinator, len(d.Members))
-	tw := newTable(w)
-	members := map[client.TopicPartition]int{}
-	if len(d.Members) > 0 {
-		fmt.Fprintln(tw, "\nMEMBER\tEPOCH\tCLIENT-ID\tHOST\tRACK\tPARTITIONS")
-		for _, m := range d.Members {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", m.MemberID, m.MemberEpoch, orDash(m.ClientID), orDash(m.ClientHost), orDash(m.RackID), partitionList(m.Assignment))
-			for _, tp := range m.Assignment {
-				members[tp]++
+// shareGroup is one group of a ShareGroupDescribe answer, with the coordinator that gave
+// it.
+type shareGroup struct {
+	kmsg.ShareGroupDescribeResponseGroup
+	coordinator int32
+	err         error // the group's error, with the broker's message
+}
+
+// describeShareGroups sends ShareGroupDescribe (kgo shards it to the groups'
+// coordinators); kadm's DescribeShareGroups drops the broker's error message.
+func describeShareGroups(ctx context.Context, adm *admin, groups []string) (map[string]shareGroup, error) {
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = groups
+	out := map[string]shareGroup{}
+	var errs []error
+	for _, shard := range adm.kgo.RequestSharded(ctx, req) {
+		if shard.Err != nil {
+			errs = append(errs, shard.Err)
+			continue
+		}
+		for _, g := range shard.Resp.(*kmsg.ShareGroupDescribeResponse).Groups {
+			out[g.GroupID] = shareGroup{ShareGroupDescribeResponseGroup: g, coordinator: shard.Meta.NodeID, err: codeErr(g.ErrorCode, g.ErrorMessage)}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// shareOffset is one share partition of DescribeShareGroupOffsets.
+type shareOffset struct {
+	start, lag int64 // -1: not initialized (lag: or unknown)
+	err        error
+}
+
+// describeShareOffsets returns the start offset and lag of every share partition the group
+// has state for (DescribeShareGroupOffsets with null topics), keeping the broker's error
+// messages, which kadm drops.
+func describeShareOffsets(ctx context.Context, adm *admin, group string) (map[topicPartition]shareOffset, error) {
+	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	rg.GroupID, rg.Topics = group, nil // null: every initialized share partition
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(ctx, adm.kgo)
+	if err != nil {
+		return nil, err
+	}
+	out := map[topicPartition]shareOffset{}
+	var errs []error
+	for _, g := range resp.Groups {
+		if g.GroupID != group {
+			continue
+		}
+		if err := codeErr(g.ErrorCode, g.ErrorMessage); err != nil {
+			return nil, err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				o := shareOffset{start: p.StartOffset, lag: p.Lag, err: codeErr(p.ErrorCode, p.ErrorMessage)}
+				if resp.Version < 1 {
+					o.lag = -1 // v0 has no lag
+				}
+				if o.err != nil {
+					errs = append(errs, fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, o.err))
+				}
+				out[topicPartition{t.Topic, p.Partition}] = o
 			}
 		}
 	}
-	rows := map[client.TopicPartition]bool{}
+	return out, errors.Join(errs...)
+}
+
+// writeShareGroup prints one described share group: a summary line, the members table
+// and the share partitions table.
+func writeShareGroup(w io.Writer, d shareGroup, offsets map[topicPartition]shareOffset) error {
+	fmt.Fprintf(w, "Group: %s\tState: %s\tGroup-Epoch: %d\tAssignment-Epoch: %d\tAssignor: %s\tCoordinator: %d\tMembers: %d\n",
+		d.GroupID, d.GroupState, d.GroupEpoch, d.AssignmentEpoch, orDash(d.Assignor), d.coordinator, len(d.Members))
+	tw := newTable(w)
+	members := map[topicPartition]int{}
+	if len(d.Members) > 0 {
+		sorted := slices.Clone(d.Members)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].MemberID < sorted[j].MemberID })
+		fmt.Fprintln(tw, "\nMEMBER\tEPOCH\tCLIENT-ID\tHOST\tRACK\tPARTITIONS")
+		for _, m := range sorted {
+			assigned := kadm.TopicsSet{}
+			for _, t := range m.Assignment.TopicPartitions {
+				assigned.Add(t.Topic, t.Partitions...)
+				for _, p := range t.Partitions {
+					members[topicPartition{t.Topic, p}]++
+				}
+			}
+			rack := ""
+			if m.RackID != nil {
+				rack = *m.RackID
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", m.MemberID, m.MemberEpoch, orDash(m.ClientID), orDash(m.ClientHost), orDash(rack), partitionList(assigned))
+		}
+	}
+	rows := map[topicPartition]bool{}
 	for tp := range members {
 		rows[tp] = true
 	}
@@ -338,23 +456,15 @@ func writeShareGroup(w io.Writer, d client.ShareGroupDescription, offsets map[cl
 		rows[tp] = true
 	}
 	if len(rows) > 0 {
-		tps := make([]client.TopicPartition, 0, len(rows))
-		for tp := range rows {
-			tps = append(tps, tp)
-		}
-		sort.Slice(tps, func(i, j int) bool {
-			if tps[i].Topic != tps[j].Topic {
-				return tps[i].Topic < tps[j].Topic
-			}
-			return tps[i].Partition < tps[j].Partition
-		})
+		tps := slices.Collect(maps.Keys(rows))
+		sortPartitions(tps)
 		fmt.Fprintln(tw, "\nTOPIC\tPARTITION\tSTART-OFFSET\tLAG\tMEMBERS")
 		for _, tp := range tps {
 			start, lag := "-", "-"
-			if o, ok := offsets[tp]; ok && o.Err == nil {
-				start, lag = dashIfNegative(o.StartOffset), dashIfNegative(o.Lag)
+			if o, ok := offsets[tp]; ok && o.err == nil {
+				start, lag = dashIfNegative(o.start), dashIfNegative(o.lag)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\n", tp.Topic, tp.Partition, start, lag, members[tp])
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\n", tp.topic, tp.partition, start, lag, members[tp])
 		}
 	}
 	return tw.Flush()
@@ -531,7 +641,7 @@ Prints every share group name, one a line, sorted.
   -v, --verbose             a table with each group's state and coordinator
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
-	return listGroups(ctx, f, args, stdout, []string{"share"}, "GROUP\tSTATE\tCOORDINATOR", func(g client.ListedGroup) string {
+	return listGroups(ctx, f, args, stdout, []string{"share"}, "GROUP\tSTATE\tCOORDINATOR", func(g kadm.ListedGroup) string {
 		return fmt.Sprintf("%s\t%s\t%d", g.Group, orDash(g.State), g.Coordinator)
 	})
 }
@@ -600,31 +710,34 @@ func shareResetOffsets(ctx context.Context, args []string, stdout io.Writer) err
 	if err != nil {
 		return err
 	}
-	starts := make(map[client.TopicPartition]int64, len(parts))
+	starts := make(map[topicPartition]int64, len(parts))
 	if earliest || latest {
-		spec := int64(-2)
+		list := adm.ListStartOffsets
 		if latest {
-			spec = -1
+			list = adm.ListEndOffsets
 		}
-		specs := make(map[client.TopicPartition]int64, len(parts))
-		for _, tp := range parts {
-			specs[tp] = spec
-		}
-		listed, err := adm.ListOffsets(ctx, client.ReadUncommitted, specs)
+		listed, err := list(ctx, partitionTopics(parts)...)
 		if err != nil {
 			return fmt.Errorf("list offsets: %w", err)
 		}
-		for tp, l := range listed {
-			starts[tp] = l.Offset
+		for _, tp := range parts {
+			lo, ok := listed.Lookup(tp.topic, tp.partition)
+			switch {
+			case !ok:
+				return fmt.Errorf("list offsets: %s[%d]: %w", tp.topic, tp.partition, kerr.UnknownTopicOrPartition)
+			case lo.Err != nil:
+				return fmt.Errorf("list offsets: %s[%d]: %w", tp.topic, tp.partition, lo.Err)
+			}
+			starts[tp] = lo.Offset
 		}
 	} else {
 		for _, tp := range parts {
 			starts[tp] = offset
 		}
 	}
-	var results map[client.TopicPartition]error
+	var results map[topicPartition]error
 	if !dryRun {
-		results, err = adm.AlterShareGroupOffsets(ctx, group, starts)
+		results, err = alterShareOffsets(ctx, adm, group, parts, starts)
 		if results == nil {
 			return err
 		}
@@ -633,10 +746,10 @@ func shareResetOffsets(ctx context.Context, args []string, stdout io.Writer) err
 	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEW-START-OFFSET")
 	for _, tp := range parts {
 		if rerr := results[tp]; rerr != nil {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t- (%v)\n", group, tp.Topic, tp.Partition, rerr)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t- (%v)\n", group, tp.topic, tp.partition, rerr)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", group, tp.Topic, tp.Partition, starts[tp])
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", group, tp.topic, tp.partition, starts[tp])
 	}
 	if ferr := tw.Flush(); err == nil {
 		err = ferr
@@ -644,10 +757,60 @@ func shareResetOffsets(ctx context.Context, args []string, stdout io.Writer) err
 	return err
 }
 
+// partitionTopics returns the topics of sorted partitions, once each.
+func partitionTopics(tps []topicPartition) []string {
+	var out []string
+	for _, tp := range tps {
+		if len(out) == 0 || out[len(out)-1] != tp.topic {
+			out = append(out, tp.topic)
+		}
+	}
+	return out
+}
+
+// alterShareOffsets sends AlterShareGroupOffsets for parts (sorted) and returns each
+// partition's error and, as the error, the group's (nil results) or the partitions' joined;
+// kadm's AlterShareGroupOffsets drops the broker's error messages.
+func alterShareOffsets(ctx context.Context, adm *admin, group string, parts []topicPartition, starts map[topicPartition]int64) (map[topicPartition]error, error) {
+	req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	req.GroupID = group
+	for _, tp := range parts {
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.topic {
+			rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+			rt.Topic = tp.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rt := &req.Topics[len(req.Topics)-1]
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.Partition, rp.StartOffset = tp.partition, starts[tp]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	resp, err := req.RequestWith(ctx, adm.kgo)
+	if err != nil {
+		return nil, err
+	}
+	if err := codeErr(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return nil, fmt.Errorf("group %s: %w", group, err)
+	}
+	out := map[topicPartition]error{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[topicPartition{t.Topic, p.Partition}] = codeErr(p.ErrorCode, p.ErrorMessage)
+		}
+	}
+	var errs []error
+	for _, tp := range parts {
+		if err := out[tp]; err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", tp.topic, tp.partition, err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
 // shareTopicPartitions expands --topic values (TOPIC or TOPIC:P,P) to partitions, sorted;
 // a bare topic is every partition it has.
-func shareTopicPartitions(ctx context.Context, adm *client.Admin, topics []string) ([]client.TopicPartition, error) {
-	var out []client.TopicPartition
+func shareTopicPartitions(ctx context.Context, adm *admin, topics []string) ([]topicPartition, error) {
+	var out []topicPartition
 	var whole []string
 	for _, t := range topics {
 		name, list, ok := strings.Cut(t, ":")
@@ -663,26 +826,21 @@ func shareTopicPartitions(ctx context.Context, adm *client.Admin, topics []strin
 			if err != nil || n < 0 {
 				return nil, usagef("--topic %q: partition %q is not a partition number", t, p)
 			}
-			out = append(out, client.TopicPartition{Topic: name, Partition: int32(n)})
+			out = append(out, topicPartition{name, int32(n)})
 		}
 	}
 	if len(whole) > 0 {
-		details, err := adm.DescribeTopics(ctx, whole...)
+		details, err := describeTopics(ctx, adm, whole...)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range details {
-			for _, p := range d.Partitions {
-				out = append(out, client.TopicPartition{Topic: d.Name, Partition: p.Partition})
+			for _, p := range d.Partitions.Numbers() {
+				out = append(out, topicPartition{d.Topic, p})
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	sortPartitions(out)
 	return out, nil
 }
 
@@ -718,7 +876,7 @@ func shareDeleteOffsets(ctx context.Context, args []string, stdout io.Writer) er
 		return err
 	}
 	defer adm.Close()
-	results, err := adm.DeleteShareGroupOffsets(ctx, group, names...)
+	results, err := deleteShareOffsets(ctx, adm, group, names)
 	if results == nil {
 		return err
 	}
@@ -737,4 +895,40 @@ func shareDeleteOffsets(ctx context.Context, args []string, stdout io.Writer) er
 		err = ferr
 	}
 	return err
+}
+
+// deleteShareOffsets sends DeleteShareGroupOffsets and returns each topic's error and, as
+// the error, the group's (nil results) or the topics' joined; kadm's
+// DeleteShareGroupOffsets drops the broker's error messages, which say why ("There is no
+// offset information to delete.").
+func deleteShareOffsets(ctx context.Context, adm *admin, group string, topics []string) (map[string]error, error) {
+	req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	req.GroupID = group
+	seen := map[string]bool{}
+	for _, t := range topics {
+		if !seen[t] {
+			seen[t] = true
+			rt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+			rt.Topic = t
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp, err := req.RequestWith(ctx, adm.kgo)
+	if err != nil {
+		return nil, err
+	}
+	if err := codeErr(resp.ErrorCode, resp.ErrorMessage); err != nil {
+		return nil, fmt.Errorf("group %s: %w", group, err)
+	}
+	out := map[string]error{}
+	for _, t := range resp.Topics {
+		out[t.Topic] = codeErr(t.ErrorCode, t.ErrorMessage)
+	}
+	var errs []error
+	for _, rt := range req.Topics {
+		if err := out[rt.Topic]; err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", rt.Topic, err))
+		}
+	}
+	return out, errors.Join(errs...)
 }

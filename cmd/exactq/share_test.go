@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/txnshare"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fastShareConfig shortens share-group heartbeats and assignment pacing (as
@@ -121,15 +123,8 @@ func TestShareConsumeDescribeList(t *testing.T) {
 	}
 
 	// A classic consumer group is not listed.
-	c, err := client.NewConsumer(client.ConsumerConfig{Brokers: []string{tb.Addr}, Group: "classic"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Subscribe("jobs"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Poll(t.Context()); err != nil {
+	c := testClient(t, tb.Addr, kgo.ConsumerGroup("classic"), kgo.ConsumeTopics("jobs"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err := c.PollFetches(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if out := mustRun(t, runShare, "", append([]string{"list"}, b...)...); out != "mailers\nworkers\n" {
@@ -182,34 +177,29 @@ func TestShareDescribeRecords(t *testing.T) {
 	createTopic(t, tb.Addr, "jobs", 1)
 	mustRun(t, runProduce, "a\nb\nc\n", "jobs", "-b", tb.Addr)
 
-	adm, err := client.NewAdmin(client.AdminConfig{Brokers: []string{tb.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	if _, err := adm.IncrementalAlterConfigs(t.Context(), false, map[client.ConfigResource][]client.AlterConfig{
-		{Type: client.GroupResource, Name: "holders"}: {{Name: "share.auto.offset.reset", Op: client.OpSet, Value: "earliest"}},
-	}); err != nil {
+	adm := testAdmin(t, tb.Addr)
+	if err := alterGroupConfig(t.Context(), testClient(t, tb.Addr), "holders", "share.auto.offset.reset", "earliest"); err != nil {
 		t.Fatal(err)
 	}
 
-	sc, err := client.NewShareConsumer(client.ShareConsumerConfig{
-		Brokers: []string{tb.Addr}, Group: "holders", Topics: []string{"jobs"}, AckMode: client.AckExplicit,
-		MaxWait: 200 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
+	// A member that holds the records: it polls once and then stops fetching, so it neither
+	// accepts them (kgo does on the next poll) nor acquires them again after the abort below.
+	sc := testClient(t, tb.Addr, kgo.ShareGroup("holders"), kgo.ConsumeTopics("jobs"))
+	var recs []*kgo.Record
+	for len(recs) < 3 {
+		fetches := sc.PollFetches(t.Context())
+		if err := fetches.Err(); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, fetches.Records()...)
 	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-		defer cancel()
-		sc.Close(ctx)
-	}()
-	recs, err := sc.Poll(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	sc.PauseFetchTopics("jobs")
+	groups, err := adm.DescribeShareGroups(t.Context(), "holders")
+	if err != nil || len(groups["holders"].Members) != 1 {
+		t.Fatalf("describe holders: %v %+v", err, groups)
 	}
-	member := sc.GroupMetadata().MemberID
+	holder := groups["holders"].Members[0]
+	member := holder.MemberID
 
 	out := mustRun(t, runShare, "", append([]string{"describe", "holders", "--records", "--admin", srv.URL}, b...)...)
 	if !strings.Contains(out, "\nMEMBER") || !strings.Contains(out, member) {
@@ -229,37 +219,50 @@ func TestShareDescribeRecords(t *testing.T) {
 		}
 	}
 
-	// Stage the acknowledgements in a transaction: TX_PENDING with the producer id and epoch.
-	p, err := client.NewProducer(client.ProducerConfig{Brokers: []string{tb.Addr}, TransactionalID: "stager"})
+	// Stage the acknowledgements in a transaction (KIP-1289, sent as a KIP-1289 producer
+	// sends it): TX_PENDING with the producer id and epoch. The transaction produces a
+	// record too, so kgo ends it with EndTxn.
+	createTopic(t, tb.Addr, "side", 1)
+	p := testClient(t, tb.Addr, kgo.TransactionalID("stager"), kgo.MaxVersions(txnshare.Versions(0)))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(t.Context(), &kgo.Record{Topic: "side", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := p.ProducerID(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	if err := p.InitTransactions(t.Context()); err != nil {
+	topics, err := adm.ListTopics(t.Context(), "jobs")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.BeginTransaction(t.Context()); err != nil {
+	batch := txnshare.Batch{FirstOffset: recs[0].Offset, LastOffset: recs[len(recs)-1].Offset}
+	for range recs {
+		batch.AcknowledgeTypes = append(batch.AcknowledgeTypes, txnshare.AckAccept)
+	}
+	stage := &txnshare.Request{TransactionalID: kmsg.StringPtr("stager"), GroupID: "holders",
+		ProducerID: pid, ProducerEpoch: epoch, MemberID: member, MemberEpoch: holder.MemberEpoch,
+		Topics: []txnshare.Topic{{TopicID: topics["jobs"].ID, Partitions: []txnshare.Partition{{PartitionIndex: 0, AcknowledgementBatches: []txnshare.Batch{batch}}}}}}
+	resp, err := p.Broker(1).RetriableRequest(t.Context(), stage)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range recs {
-		if err := sc.Acknowledge(r, client.AckAccept); err != nil {
-			t.Fatal(err)
+	staged := resp.(*txnshare.Response)
+	if err := kerr.ErrorForCode(staged.ErrorCode); err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range staged.Responses {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	acks, err := sc.AcknowledgementsForTransaction()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.SendShareAcksToTransaction(t.Context(), acks, sc.GroupMetadata()); err != nil {
-		t.Fatal(err)
-	}
-	txns, err := adm.DescribeTransactions(t.Context(), "stager")
-	if err != nil {
-		t.Fatal(err)
 	}
 	out = mustRun(t, runShare, "", append([]string{"describe", "holders", "--admin", strings.TrimPrefix(srv.URL, "http://")}, b...)...)
 	rows = recordRows(t, out, "jobs[0]")
-	want := fmt.Sprintf("TX_PENDING 1 %s - %d %d ACCEPT AVAILABLE", member, txns[0].ProducerID, txns[0].ProducerEpoch)
+	want := fmt.Sprintf("TX_PENDING 1 %s - %d %d ACCEPT AVAILABLE", member, pid, epoch)
 	for _, r := range recs {
 		if got := strings.Join(rows[r.Offset], " "); got != want {
 			t.Errorf("offset %d staged: %q, want %q\n%s", r.Offset, got, want, out)
@@ -268,7 +271,7 @@ func TestShareDescribeRecords(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf(", %d TX_PENDING\n", len(recs))) {
 		t.Errorf("window summary lacks %d TX_PENDING:\n%s", len(recs), out)
 	}
-	if err := p.AbortTransaction(t.Context()); err != nil {
+	if err := p.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
 
@@ -406,14 +409,19 @@ func TestShareResetAndDeleteOffsets(t *testing.T) {
 	}
 
 	// A member in the group: both refused.
-	sc, err := client.NewShareConsumer(client.ShareConsumerConfig{Brokers: []string{tb.Addr}, Group: "workers", Topics: []string{"jobs"}, MaxWait: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close(context.Background())
-	if _, err := sc.Poll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	// kgo's share consumer joins on its first poll, which waits for records: the group has
+	// a member once describe says so.
+	sc := testClient(t, tb.Addr, kgo.ShareGroup("workers"), kgo.ConsumeTopics("jobs"))
+	pollCtx, stopPoll := context.WithCancel(t.Context())
+	defer stopPoll()
+	go sc.PollFetches(pollCtx)
+	eventually(t, "the member joins", func() error {
+		out := mustRun(t, runShare, "", append([]string{"describe", "workers"}, b...)...)
+		if !strings.Contains(out, "Members: 1\n") {
+			return errors.New(out)
+		}
+		return nil
+	})
 	if _, _, err := run(t, t.Context(), runShare, "", append([]string{"reset-offsets", "-g", "workers", "--topic", "jobs", "--to-offset", "0"}, b...)...); !errors.Is(err, kerr.NonEmptyGroup) {
 		t.Errorf("reset with a member: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/exactq/exactq/client"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -35,24 +35,6 @@ var topicCommands = []subcommand{
 // runTopic runs "exactq topic SUBCOMMAND ...".
 func runTopic(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	return dispatch(ctx, "topic", topicUsage, topicCommands, args, stdout, stderr)
-}
-
-func newAdmin(f *cmdFlags) (*client.Admin, error) {
-	return client.NewAdmin(client.AdminConfig{Brokers: f.brokerList(), Net: netConfig()})
-}
-
-// parseAdmin parses args as parse does and connects an admin client to the -b brokers, for
-// the commands that take nothing but positional arguments; the caller closes it.
-func (f *cmdFlags) parseAdmin(args []string, minArgs, maxArgs int) ([]string, *client.Admin, error) {
-	pos, err := f.parse(args, minArgs, maxArgs)
-	if err != nil {
-		return nil, nil, err
-	}
-	adm, err := newAdmin(f)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pos, adm, nil
 }
 
 func topicCreate(ctx context.Context, args []string, stdout io.Writer) error {
@@ -84,22 +66,31 @@ func topicCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nt := client.NewTopic{Name: pos[0], Partitions: int32(partitions), ReplicationFactor: int16(replication), Configs: map[string]string{}}
+	name := pos[0]
+	topicConfigs := map[string]*string{}
 	for _, kv := range kvs {
-		nt.Configs[kv[0]] = kv[1]
+		topicConfigs[kv[0]] = kmsg.StringPtr(kv[1])
 	}
 	adm, err := newAdmin(f)
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	if _, err := adm.CreateTopics(ctx, *validateOnly, nt); err != nil {
+	create := adm.CreateTopics
+	if *validateOnly {
+		create = adm.ValidateCreateTopics
+	}
+	results, err := create(ctx, int32(partitions), int16(replication), topicConfigs, name)
+	if err != nil {
 		return err
 	}
+	if r := results[name]; r.Err != nil {
+		return fmt.Errorf("topic %s: %w", name, withMessage(r.Err, r.ErrMessage))
+	}
 	if *validateOnly {
-		fmt.Fprintf(stdout, "Topic %s can be created (validate only, nothing created).\n", nt.Name)
+		fmt.Fprintf(stdout, "Topic %s can be created (validate only, nothing created).\n", name)
 	} else {
-		fmt.Fprintf(stdout, "Created topic %s.\n", nt.Name)
+		fmt.Fprintf(stdout, "Created topic %s.\n", name)
 	}
 	return nil
 }
@@ -111,11 +102,11 @@ func topicList(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer adm.Close()
-	names, err := adm.ListTopics(ctx)
+	details, err := adm.ListTopicsWithInternal(ctx)
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
+	for _, n := range details.Names() {
 		fmt.Fprintln(stdout, n)
 	}
 	return nil
@@ -136,53 +127,74 @@ replicas and in-sync replicas, and the configs that are not defaults.
 		return err
 	}
 	defer adm.Close()
-	details, err := adm.DescribeTopics(ctx, names...)
+	details, err := describeTopics(ctx, adm, names...)
 	if err != nil {
 		return topicErr(err)
 	}
-	resources := make([]client.ConfigResource, len(details))
+	topics := make([]string, len(details))
 	for i, d := range details {
-		resources[i] = client.ConfigResource{Type: client.TopicResource, Name: d.Name}
+		topics[i] = d.Topic
 	}
-	configs := map[string][]client.ConfigEntry{}
-	if len(resources) > 0 {
-		rcs, err := adm.DescribeConfigs(ctx, resources...)
-		if err != nil {
-			return topicErr(err)
-		}
-		for _, rc := range rcs {
-			configs[rc.Resource.Name] = rc.Configs
-		}
+	configs, err := describeTopicConfigs(ctx, adm, topics)
+	if err != nil {
+		return topicErr(err)
 	}
 	for _, d := range details {
-		writeTopicDetail(stdout, d, configs[d.Name], *allConfigs)
+		writeTopicDetail(stdout, d, configs[d.Topic], *allConfigs)
 	}
 	return nil
 }
 
+// describeTopicConfigs describes the topics' configs with a DescribeConfigs request of its
+// own: kadm's configs lack the read-only flag --all-configs prints.
+func describeTopicConfigs(ctx context.Context, adm *admin, topics []string) (map[string][]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	out := map[string][]kmsg.DescribeConfigsResponseResourceConfig{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range topics {
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, t
+		req.Resources = append(req.Resources, rr)
+	}
+	resp, err := req.RequestWith(ctx, adm.kgo)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, rr := range resp.Resources {
+		if err := codeErr(rr.ErrorCode, rr.ErrorMessage); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", rr.ResourceName, err))
+			continue
+		}
+		out[rr.ResourceName] = rr.Configs
+	}
+	return out, errors.Join(errs...)
+}
+
 // writeTopicDetail prints one topic in kafka-topics.sh --describe's layout, plus every
 // config with its source when all is set.
-func writeTopicDetail(w io.Writer, d client.TopicDetail, configs []client.ConfigEntry, all bool) {
+func writeTopicDetail(w io.Writer, d kadm.TopicDetail, configs []kmsg.DescribeConfigsResponseResourceConfig, all bool) {
 	sort.Slice(configs, func(i, j int) bool { return configs[i].Name < configs[j].Name })
 	var overrides []string
 	for _, c := range configs {
-		if !c.IsDefault {
+		if !isDefault(c) {
 			overrides = append(overrides, c.Name+"="+configValue(c))
 		}
 	}
+	parts := d.Partitions.Sorted()
 	rf := 0
-	if len(d.Partitions) > 0 {
-		rf = len(d.Partitions[0].Replicas)
+	if len(parts) > 0 {
+		rf = len(parts[0].Replicas)
 	}
 	fmt.Fprintf(w, "Topic: %s\tTopicId: %s\tPartitionCount: %d\tReplicationFactor: %d\tConfigs: %s\n",
-		d.Name, topicID(d.ID), len(d.Partitions), rf, strings.Join(overrides, ","))
-	parts := append([]client.PartitionDetail(nil), d.Partitions...)
-	sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
+		d.Topic, topicID(d.ID), len(parts), rf, strings.Join(overrides, ","))
 	for _, p := range parts {
 		fmt.Fprintf(w, "\tTopic: %s\tPartition: %d\tLeader: %s\tReplicas: %s\tIsr: %s",
-			d.Name, p.Partition, nodeID(p.Leader), nodeList(p.Replicas), nodeList(p.ISR))
-		if len(p.Offline) > 0 {
-			fmt.Fprintf(w, "\tOffline: %s", nodeList(p.Offline))
+			d.Topic, p.Partition, nodeID(p.Leader), nodeList(p.Replicas), nodeList(p.ISR))
+		if len(p.OfflineReplicas) > 0 {
+			fmt.Fprintf(w, "\tOffline: %s", nodeList(p.OfflineReplicas))
 		}
 		if p.Err != nil {
 			fmt.Fprintf(w, "\tError: %v", p.Err)
@@ -214,9 +226,15 @@ func nodeList(ids []int32) string {
 	return strings.Join(s, ",")
 }
 
-func configValue(c client.ConfigEntry) string {
+// isDefault: the config has its default value (v0 responses say so, later ones name the
+// source).
+func isDefault(c kmsg.DescribeConfigsResponseResourceConfig) bool {
+	return c.IsDefault || c.Source == kmsg.ConfigSourceDefaultConfig
+}
+
+func configValue(c kmsg.DescribeConfigsResponseResourceConfig) string {
 	switch {
-	case c.Sensitive:
+	case c.IsSensitive:
 		return "(sensitive)"
 	case c.Value == nil:
 		return "(null)"
@@ -224,7 +242,7 @@ func configValue(c client.ConfigEntry) string {
 	return *c.Value
 }
 
-func configSource(c client.ConfigEntry) string {
+func configSource(c kmsg.DescribeConfigsResponseResourceConfig) string {
 	var s string
 	switch c.Source {
 	case kmsg.ConfigSourceDynamicTopicConfig:
@@ -254,12 +272,18 @@ func topicDelete(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer adm.Close()
 	results, err := adm.DeleteTopics(ctx, names...)
-	for _, r := range results {
-		if r.Err == nil {
-			fmt.Fprintf(stdout, "Deleted topic %s.\n", r.Topic)
-		}
+	if err != nil {
+		return err
 	}
-	return topicErr(err)
+	var errs []error
+	for _, r := range results.Sorted() {
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("topic %s: %w", r.Topic, withMessage(r.Err, r.ErrMessage)))
+			continue
+		}
+		fmt.Fprintf(stdout, "Deleted topic %s.\n", r.Topic)
+	}
+	return topicErr(errors.Join(errs...))
 }
 
 func topicAlter(ctx context.Context, args []string, stdout io.Writer) error {
@@ -287,21 +311,30 @@ Changes topic configs with IncrementalAlterConfigs; configs not named keep their
 	if len(kvs)+len(deletes) == 0 {
 		return usagef("nothing to alter: give -c key=value or --delete-config key")
 	}
-	var changes []client.AlterConfig
+	var changes []kadm.AlterConfig
 	for _, kv := range kvs {
-		changes = append(changes, client.AlterConfig{Name: kv[0], Op: client.OpSet, Value: kv[1]})
+		changes = append(changes, kadm.AlterConfig{Name: kv[0], Op: kadm.SetConfig, Value: kmsg.StringPtr(kv[1])})
 	}
 	for _, k := range deletes {
-		changes = append(changes, client.AlterConfig{Name: k, Op: client.OpDelete})
+		changes = append(changes, kadm.AlterConfig{Name: k, Op: kadm.DeleteConfig})
 	}
 	adm, err := newAdmin(f)
 	if err != nil {
 		return err
 	}
 	defer adm.Close()
-	res := client.ConfigResource{Type: client.TopicResource, Name: pos[0]}
-	if _, err := adm.IncrementalAlterConfigs(ctx, *validateOnly, map[client.ConfigResource][]client.AlterConfig{res: changes}); err != nil {
-		return topicErr(err)
+	alter := adm.AlterTopicConfigs
+	if *validateOnly {
+		alter = adm.ValidateAlterTopicConfigs
+	}
+	results, err := alter(ctx, changes, pos[0])
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			return topicErr(fmt.Errorf("%s: %w", r.Name, withMessage(r.Err, r.ErrMessage)))
+		}
 	}
 	if *validateOnly {
 		fmt.Fprintf(stdout, "Configs of topic %s can be altered (validate only, nothing changed).\n", pos[0])

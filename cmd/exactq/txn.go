@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
-
-	"github.com/exactq/exactq/client"
 )
 
 const txnUsage = `Usage:
@@ -28,6 +29,11 @@ func runTxn(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.W
 	return dispatch(ctx, "txn", txnUsage, txnCommands, args, stdout, stderr)
 }
 
+// txnStates are the transaction states of Kafka's coordinator (TransactionState.name).
+// ListTransactions answers a filter naming any other with UnknownStateFilters, which kadm
+// drops, so the CLI checks them itself.
+var txnStates = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "PrepareEpochFence", "Dead"}
+
 func txnList(ctx context.Context, args []string, stdout io.Writer) error {
 	f := newCmdFlags("txn list", `Usage: exactq txn list [flags]
 
@@ -46,11 +52,17 @@ and state.
 		return err
 	}
 	defer adm.Close()
-	txns, err := adm.ListTransactions(ctx, client.TransactionFilter{States: splitList(states)})
+	filter := splitList(states)
+	for _, st := range filter {
+		if !slices.Contains(txnStates, st) {
+			return usagef("--state %q: want one of %s", st, strings.Join(txnStates, ", "))
+		}
+	}
+	txns, err := adm.ListTransactions(ctx, nil, filter)
 	tw := newTable(stdout)
 	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tPRODUCER-ID\tSTATE")
-	for _, t := range txns {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.TransactionalID, t.Coordinator, t.ProducerID, t.State)
+	for _, t := range txns.Sorted() {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.TxnID, t.Coordinator, t.ProducerID, t.State)
 	}
 	if ferr := tw.Flush(); err == nil {
 		err = ferr
@@ -75,27 +87,34 @@ transaction on timeout).
 	}
 	defer adm.Close()
 	descs, err := adm.DescribeTransactions(ctx, ids...)
+	errs := []error{err}
 	now := time.Now()
 	tw := newTable(stdout)
 	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tSTATE\tPRODUCER-ID\tEPOCH\tTIMEOUT-MS\tTWO-PHASE\tSTARTED\tDURATION-MS\tPARTITIONS")
-	for _, d := range descs {
-		if d.Err != nil {
+	for _, id := range ids {
+		d, ok := descs[id]
+		switch {
+		case !ok:
 			continue // in err
+		case d.Err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", id, d.Err))
+			continue
 		}
 		started, duration := "-", "-"
-		if !d.StartTime.IsZero() {
-			started = d.StartTime.UTC().Format("2006-01-02T15:04:05.000Z")
-			duration = fmt.Sprint(max(now.Sub(d.StartTime).Milliseconds(), 0))
+		if d.StartTimestamp >= 0 {
+			start := time.UnixMilli(d.StartTimestamp)
+			started = start.UTC().Format("2006-01-02T15:04:05.000Z")
+			duration = fmt.Sprint(max(now.Sub(start).Milliseconds(), 0))
 		}
 		twoPhase := "no"
-		if d.Timeout.Milliseconds() == math.MaxInt32 {
+		if d.TimeoutMillis == math.MaxInt32 {
 			twoPhase = "yes" // KIP-939: the coordinator stores MaxInt32 for Enable2Pc
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", d.TransactionalID, d.Coordinator, d.State,
-			d.ProducerID, d.ProducerEpoch, d.Timeout.Milliseconds(), twoPhase, started, duration, partitionList(d.Partitions))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", d.TxnID, d.Coordinator, d.State,
+			d.ProducerID, d.ProducerEpoch, d.TimeoutMillis, twoPhase, started, duration, partitionList(d.Topics))
 	}
-	if ferr := tw.Flush(); err == nil {
-		err = ferr
+	if ferr := tw.Flush(); ferr != nil {
+		errs = append(errs, ferr)
 	}
-	return err
+	return errors.Join(errs...)
 }

@@ -7,9 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/internal/txn/txnwire"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // eventually polls cond until it returns nil, failing the test after waitLimit. Only for
@@ -35,15 +39,15 @@ func eventually(t *testing.T, what string, cond func() error) {
 }
 
 // waitTxnState waits until the transactional id's state is want.
-func waitTxnState(t *testing.T, adm *client.Admin, id, want string) {
+func waitTxnState(t *testing.T, adm *kadm.Client, id, want string) {
 	t.Helper()
 	eventually(t, id+" reaches "+want, func() error {
 		ds, err := adm.DescribeTransactions(t.Context(), id)
 		if err != nil {
 			return err
 		}
-		if ds[0].State != want {
-			return fmt.Errorf("state %s", ds[0].State)
+		if ds[id].State != want {
+			return fmt.Errorf("state %s", ds[id].State)
 		}
 		return nil
 	})
@@ -53,28 +57,17 @@ func TestTxnCommands(t *testing.T) {
 	tb := testbroker.Start(t)
 	b := []string{"-b", tb.Addr}
 	createTopic(t, tb.Addr, "pay", 2)
-	adm, err := client.NewAdmin(client.AdminConfig{Brokers: []string{tb.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	p, err := client.NewProducer(client.ProducerConfig{Brokers: []string{tb.Addr}, TransactionalID: "pay-tx", Partitioner: client.ManualPartitioner()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	adm := testAdmin(t, tb.Addr)
+	p := testClient(t, tb.Addr, kgo.TransactionalID("pay-tx"), kgo.TransactionTimeout(time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := t.Context()
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// transaction produces values to partitions in order and leaves the transaction open.
 	transaction := func(values ...string) {
 		t.Helper()
-		if err := p.BeginTransaction(ctx); err != nil {
+		if err := p.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
 		for i, v := range values {
-			p.Produce(ctx, &client.Record{Topic: "pay", Partition: int32(i % 2), Value: []byte(v)}, nil)
+			p.Produce(ctx, &kgo.Record{Topic: "pay", Partition: int32(i % 2), Value: []byte(v)}, nil)
 		}
 		if err := p.Flush(ctx); err != nil {
 			t.Fatal(err)
@@ -114,7 +107,7 @@ func TestTxnCommands(t *testing.T) {
 		t.Errorf("read_committed during the transaction: %q", out)
 	}
 
-	if err := p.CommitTransaction(ctx); err != nil {
+	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
 	waitTxnState(t, adm, "pay-tx", "CompleteCommit")
@@ -126,7 +119,7 @@ func TestTxnCommands(t *testing.T) {
 	// An aborted transaction after the committed one: each partition ends with control
 	// records and aborted records, which consume reads past to the end offsets and exits.
 	transaction("x1", "x2")
-	if err := p.AbortTransaction(ctx); err != nil {
+	if err := p.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
 	waitTxnState(t, adm, "pay-tx", "CompleteAbort")
@@ -185,20 +178,38 @@ func TestGroupTxnUsageErrors(t *testing.T) {
 func TestTxnDescribeTwoPhase(t *testing.T) {
 	tb := testbroker.Start(t, testbroker.WithConfig(map[string]string{"transaction.two.phase.commit.enable": "true"}))
 	createTopic(t, tb.Addr, "pay", 1)
-	p, err := client.NewProducer(client.ProducerConfig{Brokers: []string{tb.Addr}, TransactionalID: "pay-2pc", Enable2PC: true})
+	// kgo has no KIP-939 producer: the test sends what one sends to open a two-phase
+	// transaction, InitProducerId v6 with Enable2Pc and AddPartitionsToTxn.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(22, txnwire.MaxInitProducerIDVersion)
+	cl := testClient(t, tb.Addr, kgo.MaxVersions(versions))
+	ctx := t.Context()
+	init := txnwire.NewInitProducerIDRequest()
+	init.TransactionalID, init.TransactionTimeoutMillis, init.Enable2Pc = kmsg.StringPtr("pay-2pc"), 60000, true
+	var id *txnwire.InitProducerIDResponse
+	eventually(t, "InitProducerId with Enable2Pc", func() error {
+		// Broker 1, the only one, coordinates every transactional id. (Client.Request
+		// would look for kmsg's coordinator type, which this one is not.)
+		resp, err := cl.Broker(1).Request(ctx, init)
+		if err != nil {
+			return err
+		}
+		id = resp.(*txnwire.InitProducerIDResponse)
+		return kerr.ErrorForCode(id.ErrorCode)
+	})
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "pay-2pc", id.ProducerID, id.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "pay", Partitions: []int32{0}}}
+	resp, err := add.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	ctx := t.Context()
-	if err := p.BeginTransaction(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.ProduceSync(ctx, &client.Record{Topic: "pay", Value: []byte("v")}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.PrepareTransaction(ctx); err != nil {
-		t.Fatal(err)
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	rows := fieldRows(mustRun(t, runTxn, "", "describe", "pay-2pc", "-b", tb.Addr))
 	if len(rows) != 2 || rows[0][6] != "TWO-PHASE" {
