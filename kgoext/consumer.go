@@ -1085,12 +1085,19 @@ func (c *ShareConsumer) shareAckVersion(ctx context.Context, leader int32) (int1
 	if ok {
 		return v, nil
 	}
-	resp, err := c.cl.Broker(int(leader)).Request(ctx, kmsg.NewPtrApiVersionsRequest())
+	req := kmsg.NewPtrApiVersionsRequest()
+	// v3+ needs a software name and version (INVALID_REQUEST otherwise).
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "kgoext", "1"
+	resp, err := c.cl.Broker(int(leader)).Request(ctx, req)
 	if err != nil {
 		return 0, err
 	}
+	r := resp.(*kmsg.ApiVersionsResponse)
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return 0, fmt.Errorf("kgoext: ApiVersions from broker %d: %w", leader, err)
+	}
 	v = -1
-	for _, k := range resp.(*kmsg.ApiVersionsResponse).ApiKeys {
+	for _, k := range r.ApiKeys {
 		if k.ApiKey == kmsg.ShareAcknowledge.Int16() {
 			v = k.MaxVersion
 		}

@@ -50,7 +50,7 @@ type txnCounts struct {
 	buffered     int64 // records produced in this transaction
 	succeeded    int64 // of those, acknowledged by their leader
 	failed       int64 // of those, finished with an error
-	acksSent     bool  // SendShareAcksToTransaction sent TxnShareAcknowledge in this transaction
+	acksSent     bool  // a TxnShareAcknowledge of this transaction may have registered share-state partitions
 	ackErr       error // a SendShareAcksToTransaction of this transaction failed to stage
 }
 
@@ -207,6 +207,11 @@ func endAcksOnly(ctx context.Context, cl *kgo.Client, commit bool) error {
 			r := resp.(*kmsg.EndTxnResponse)
 			err = kerr.ErrorForCode(r.ErrorCode)
 			if err == nil {
+				return nil
+			}
+			if !commit && errors.Is(err, kerr.InvalidTxnState) {
+				// No transaction of this epoch is open at the coordinator: an acknowledgement
+				// request that may have registered one did not, so there is nothing to abort.
 				return nil
 			}
 			if coordinatorMoved(err) {

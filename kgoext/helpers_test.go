@@ -63,17 +63,7 @@ func shareSetup(t *testing.T, topic, group string, nparts int32, n int) (*testbr
 			t.Fatalf("create %s: %v", tp.name, err)
 		}
 	}
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
-	res.Configs = append(res.Configs, cfg)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("share.auto.offset.reset on %s: %v %+v", group, err, resp)
-	}
+	setGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest")
 	produceValues(t, cl, topic, nparts, 0, n)
 	return b, cl
 }
@@ -151,14 +141,15 @@ func valueCounts(rs []*kgo.Record) map[string]int {
 }
 
 // committedOutputs commits an "end" record with txn and reads "out" read_committed up to
-// it, returning the count of each value.
+// it, returning the count of each value (earlier rounds' "end" records included).
 func committedOutputs(t *testing.T, addr string, txn *kgo.Client) map[string]int {
 	t.Helper()
 	ctx := testCtx(t)
 	if err := txn.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("end")}).FirstErr(); err != nil {
+	mark := fmt.Appendf(nil, "%s-%d", t.Name(), time.Now().UnixNano())
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Key: mark, Value: []byte("end")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); err != nil {
@@ -167,12 +158,15 @@ func committedOutputs(t *testing.T, addr string, txn *kgo.Client) map[string]int
 	rd := newClient(t, addr, kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := map[string]int{}
-	for got["end"] == 0 {
+	for done := false; !done; {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			t.Fatalf("reading out: %v (so far %v)", err, got)
 		}
-		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)]++ })
+		fs.EachRecord(func(r *kgo.Record) {
+			got[string(r.Value)]++
+			done = done || string(r.Key) == string(mark)
+		})
 	}
 	return got
 }
@@ -222,5 +216,21 @@ func waitTxnState(t *testing.T, cl *kgo.Client, id, want string) {
 			t.Fatalf("transaction %s still %s: %v", id, d.State, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// setGroupConfig sets one group config (IncrementalAlterConfigs, SET).
+func setGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = name, kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("%s=%s on group %s: %v %+v", name, value, group, err, resp)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -191,5 +192,157 @@ func TestSendShareAcksNeedsHooks(t *testing.T) {
 	}
 	if err := kgoext.EndTransaction(testCtx(t), txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrNoTransactionalHooks) {
 		t.Fatalf("EndTransaction without hooks: %v", err)
+	}
+}
+
+// TestPartlyFailedRecordsAbortAcks: one record of the transaction succeeded and one failed:
+// kgo would commit the partition that was added; EndTransaction aborts instead, so neither
+// the good output nor the acknowledgements commit.
+func TestPartlyFailedRecordsAbortAcks(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-pf", 1, 3)
+	c := newConsumer(t, b.Addr, "g-pf", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-pf")
+	ctx := testCtx(t)
+	recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
+	md := c.GroupMetadata()
+	acks, err := c.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("good")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: make([]byte, 2<<20)}).FirstErr(); err == nil {
+		t.Fatal("a 2 MiB record was produced")
+	}
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrTransactionAborted) {
+		t.Fatalf("commit with one failed record: %v, want ErrTransactionAborted", err)
+	}
+	waitTxnState(t, cl, "tx-pf", "CompleteAbort")
+	redeliveredAll(t, c, recs)
+	if got := committedOutputs(t, b.Addr, txn); got["good"] != 0 {
+		t.Fatalf("the good record of the aborted transaction is visible: %v", got)
+	}
+}
+
+// TestStageRefusals: a member epoch the group does not have, and offsets the member does
+// not hold, are ErrCommitFailed (wrapping the kerr error), and EndTransaction then refuses
+// to commit; the records stay the member's and a correct staging commits them.
+func TestStageRefusals(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-sr", 1, 4)
+	c := newConsumer(t, b.Addr, "g-sr", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-sr")
+	ctx := testCtx(t)
+	recs := pollUntil(t, c, 0, countAtLeast(1))
+	md := c.GroupMetadata()
+	acks := kgoext.ShareAcknowledgementsFromRecords(recs, kgoext.AckAccept)
+
+	stale := md
+	stale.MemberEpoch++
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, stale)
+	if !errors.Is(err, kgoext.ErrCommitFailed) || !errors.Is(err, kerr.FencedMemberEpoch) {
+		t.Fatalf("future member epoch: %v", err)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrTransactionAborted) {
+		t.Fatalf("commit after a refused staging: %v, want ErrTransactionAborted", err)
+	}
+
+	last := recs[len(recs)-1]
+	notHeld := kgoext.TxnAcks{{Topic: last.Topic, Partition: last.Partition}: {{FirstOffset: last.Offset + 100, LastOffset: last.Offset + 100, Types: []kgoext.AckType{kgoext.AckAccept}}}}
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, notHeld, md); !errors.Is(err, kgoext.ErrCommitFailed) || !errors.Is(err, kerr.InvalidRecordState) {
+		t.Fatalf("offsets not held: %v", err)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitTxnState(t, cl, "tx-sr", "CompleteCommit")
+	for _, r := range recs {
+		_ = c.Acknowledge(r, kgoext.AckAccept) // committed already; drained without sending
+	}
+	if _, err := c.AcknowledgementsForTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range sentinelOnly(t, b.Addr, cl, "g-sr", "in") {
+		for _, h := range recs {
+			if string(h.Value) == string(r.Value) {
+				t.Fatalf("%s committed, delivered again", r.Value)
+			}
+		}
+	}
+}
+
+// TestGapsStagedWithRecords: an input topic written transactionally holds control records;
+// the share consumer reports their offsets as gaps, AcknowledgementsForTransaction carries
+// them (type 0), and the commit leaves nothing of the input to deliver.
+func TestGapsStagedWithRecords(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-gap", 1, 0)
+	writer := newTxnClient(t, b.Addr, "tx-writer")
+	ctx := testCtx(t)
+	for i := range 3 {
+		if err := writer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := writer.ProduceSync(ctx, &kgo.Record{Topic: "in", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := kgoext.EndTransaction(ctx, writer, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newConsumer(t, b.Addr, "g-gap", "in")
+	txn := newTxnClient(t, b.Addr, "tx-gap")
+	pollUntil(t, c, 0, hasValue("v2"))
+	md := c.GroupMetadata()
+	acks, err := c.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gaps := 0
+	for _, bs := range acks {
+		for _, bt := range bs {
+			for off := bt.FirstOffset; off <= bt.LastOffset; off++ {
+				if len(bt.Types) == 1 && bt.Types[0] == kgoext.AckGap || len(bt.Types) > 1 && bt.Types[off-bt.FirstOffset] == kgoext.AckGap {
+					gaps++
+				}
+			}
+		}
+	}
+	if gaps < 2 {
+		t.Fatalf("%d gap acknowledgements for 3 transactions' markers (acks %+v)", gaps, acks)
+	}
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitTxnState(t, cl, "tx-gap", "CompleteCommit")
+	if again := sentinelOnly(t, b.Addr, cl, "g-gap", "in"); len(again) > 0 {
+		t.Fatalf("committed inputs delivered again: %v", valueCounts(again))
 	}
 }

@@ -69,14 +69,12 @@ func SendShareAcksToTransaction(ctx context.Context, txn *kgo.Client, acks TxnAc
 	if err != nil {
 		return fmt.Errorf("kgoext: loading the producer id: %w", err)
 	}
+	registered, err := sendShareAcks(ctx, txn, ProducerIdentity{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch}, acks, md)
 	h.mu.Lock()
-	h.acksSent = true // from here on the broker may have staged some of them
-	h.mu.Unlock()
-	err = SendShareAcks(ctx, txn, ProducerIdentity{TransactionalID: id, ProducerID: pid, ProducerEpoch: epoch}, acks, md)
-	if errors.Is(err, ErrCommitFailed) {
-		h.mu.Lock()
+	defer h.mu.Unlock()
+	h.acksSent = h.acksSent || registered
+	if errors.Is(err, ErrCommitFailed) && h.ackErr == nil {
 		h.ackErr = err
-		h.mu.Unlock()
 	}
 	return err
 }
@@ -111,23 +109,31 @@ func txnIDOf(cl *kgo.Client) (string, bool) {
 // attempt staged then fail with INVALID_RECORD_STATE, so the transaction aborts, which is
 // safe). Empty acks send nothing.
 func SendShareAcks(ctx context.Context, transport *kgo.Client, producer ProducerIdentity, acks TxnAcks, md ShareGroupMetadata) error {
+	_, err := sendShareAcks(ctx, transport, producer, acks, md)
+	return err
+}
+
+// sendShareAcks is SendShareAcks, also reporting whether a broker may have added share-state
+// partitions to the transaction (it answered per partition, or did not answer): only then
+// does the transaction exist at the coordinator and need an EndTxn.
+func sendShareAcks(ctx context.Context, transport *kgo.Client, producer ProducerIdentity, acks TxnAcks, md ShareGroupMetadata) (registered bool, err error) {
 	if md.GroupID == "" || md.MemberID == "" {
-		return errors.New("kgoext: SendShareAcks needs the group id and member id")
+		return false, errors.New("kgoext: SendShareAcks needs the group id and member id")
 	}
 	if producer.TransactionalID == "" {
-		return errors.New("kgoext: SendShareAcks needs the transactional id")
+		return false, errors.New("kgoext: SendShareAcks needs the transactional id")
 	}
 	for tp, bs := range acks {
 		if err := validateTxnBatches(tp, bs); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if acks.Len() == 0 {
-		return nil
+		return false, nil
 	}
 	if v, _ := transport.OptValue(kgo.MaxVersions).(*kversion.Versions); v != nil {
 		if _, ok := v.LookupMaxKeyVersion(txnshare.DefaultAPIKey); !ok {
-			return fmt.Errorf("kgoext: the client does not send TxnShareAcknowledge (key %d): build it with kgo.MaxVersions(kgoext.Versions()): %w",
+			return false, fmt.Errorf("kgoext: the client does not send TxnShareAcknowledge (key %d): build it with kgo.MaxVersions(kgoext.Versions()): %w",
 				txnshare.DefaultAPIKey, kerr.UnsupportedVersion)
 		}
 	}
@@ -143,11 +149,11 @@ func SendShareAcks(ctx context.Context, transport *kgo.Client, producer Producer
 	fresh := false
 	for round := 0; ; round++ {
 		if round == shareAckRounds {
-			return shareAckFailed(fmt.Errorf("kgoext: partitions kept moving leaders: %w", kerr.NotLeaderForPartition))
+			return registered, shareAckFailed(fmt.Errorf("kgoext: partitions kept moving leaders: %w", kerr.NotLeaderForPartition))
 		}
 		byLeader, err := shareAckLeaders(ctx, meta, topics, left, fresh)
 		if err != nil {
-			return err
+			return registered, err
 		}
 		var (
 			mu     sync.Mutex
@@ -163,6 +169,7 @@ func SendShareAcks(ctx context.Context, transport *kgo.Client, producer Producer
 				res := txnShareAck(ctx, transport, leader, producer, md, part)
 				mu.Lock()
 				defer mu.Unlock()
+				registered = registered || res.registered
 				for tp := range res.retry {
 					retry[tp] = left[tp]
 				}
@@ -174,17 +181,17 @@ func SendShareAcks(ctx context.Context, transport *kgo.Client, producer Producer
 		}
 		wg.Wait()
 		if len(failed) > 0 {
-			return shareAckFailed(errors.Join(failed...))
+			return registered, shareAckFailed(errors.Join(failed...))
 		}
 		if other != nil {
-			return other
+			return registered, other
 		}
 		if len(retry) == 0 {
-			return nil
+			return registered, nil
 		}
 		left, fresh = retry, true // leaders moved: ask again, bypassing kgo's cache
 		if err := sleepCtx(ctx, shareAckBackoff); err != nil {
-			return err
+			return registered, err
 		}
 	}
 }
@@ -256,13 +263,15 @@ func shareAckLeaders(ctx context.Context, meta *metaCache, topics []string, acks
 	return out, nil
 }
 
-// txnShareAckResult is one leader's answer: retry holds partitions to send again (leader
-// moved); failed the partition or member errors (abortable); err anything else (fatal,
-// ctx, transport).
+// txnShareAckResult is one leader's answer: registered when the broker may have added the
+// share-state partitions to the transaction (a per-partition answer, or none at all); retry
+// holds partitions to send again (leader moved); failed the partition or member errors
+// (abortable); err anything else (fatal, ctx, transport).
 type txnShareAckResult struct {
-	retry  map[TopicPartition]bool
-	failed []error
-	err    error
+	registered bool
+	retry      map[TopicPartition]bool
+	failed     []error
+	err        error
 }
 
 // txnShareAck sends one TxnShareAcknowledge to leader, resending while the coordinator is
@@ -296,7 +305,8 @@ func txnShareAck(ctx context.Context, transport *kgo.Client, leader int32, produ
 	for {
 		resp, err := transport.Broker(int(leader)).Request(ctx, req)
 		if err != nil {
-			return txnShareAckResult{err: fmt.Errorf("kgoext: TxnShareAcknowledge to broker %d: %w", leader, err)}
+			// The request may have reached the broker: assume the partitions joined.
+			return txnShareAckResult{registered: true, err: fmt.Errorf("kgoext: TxnShareAcknowledge to broker %d: %w", leader, err)}
 		}
 		r := resp.(*txnshare.Response)
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
@@ -321,7 +331,7 @@ func txnShareAck(ctx context.Context, transport *kgo.Client, leader int32, produ
 				return txnShareAckResult{failed: []error{err}}
 			}
 		}
-		res := txnShareAckResult{retry: map[TopicPartition]bool{}}
+		res := txnShareAckResult{registered: true, retry: map[TopicPartition]bool{}}
 		answered := map[TopicPartition]bool{}
 		for _, rt := range r.Responses {
 			for _, rp := range rt.Partitions {
