@@ -186,7 +186,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // capped is a request whose version kgo may not raise above max: kgo sends a request at
 // the lower of its MaxVersion and the broker's, and this is the only way to lower it
-// from outside kgo. Produce above v11 and EndTxn above v4 tell the broker the producer
+// from outside kgo (kgo's own version pins are unexported). Being another type, it also
+// keeps kgo from rewriting a Produce request's acks to the client's. Produce above v11 and EndTxn above v4 tell the broker the producer
 // speaks transactions v2 (KIP-890); Produce v13 names topics by id, which this producer
 // does not track.
 type capped struct {
@@ -195,3 +196,12 @@ type capped struct {
 }
 
 func (r *capped) MaxVersion() int16 { return min(r.max, r.Request.MaxVersion()) }
+
+// cappedProduce is capped for Produce, keeping kmsg.TimeoutRequest: kgo waits for a
+// request's answer its RequestTimeoutOverhead plus the request's own timeout.
+type cappedProduce struct {
+	*kmsg.ProduceRequest
+	max int16
+}
+
+func (r *cappedProduce) MaxVersion() int16 { return min(r.max, r.ProduceRequest.MaxVersion()) }

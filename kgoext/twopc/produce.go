@@ -337,7 +337,7 @@ func (p *Producer) sendAll(ctx context.Context, byLeader map[int32][]topicPartit
 // produceRequest encodes one batch per partition of tps, assigning sequences to batches
 // sent for the first time under the current producer id (p.mu held; the caller holds it
 // across sendAll, whose goroutines only read the request).
-func (p *Producer) produceRequest(tps []topicPartition) (*capped, error) {
+func (p *Producer) produceRequest(tps []topicPartition) (*cappedProduce, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID = &p.txnID
 	req.Acks = -1
@@ -367,7 +367,7 @@ func (p *Producer) produceRequest(tps []topicPartition) (*capped, error) {
 	if !p.txn.v2 {
 		max = tv1MaxProduce
 	}
-	return &capped{Request: req, max: max}, nil
+	return &cappedProduce{ProduceRequest: req, max: max}, nil
 }
 
 // encode is b as a v2 record batch, transactional, uncompressed.
@@ -388,7 +388,7 @@ func (b *pendingBatch) encode(id producerID) ([]byte, error) {
 
 // send writes req to leader and reads each partition's answer. A transport error is
 // every partition's answer: the batches may or may not be written.
-func (p *Producer) send(ctx context.Context, leader int32, req *capped, tps []topicPartition) []partResult {
+func (p *Producer) send(ctx context.Context, leader int32, req *cappedProduce, tps []topicPartition) []partResult {
 	out := make([]partResult, 0, len(tps))
 	resp, err := p.cl.Broker(int(leader)).RetriableRequest(ctx, req)
 	if err != nil {
@@ -493,15 +493,20 @@ const (
 //   - leadership and topic errors: refresh metadata and resend (same sequence).
 //   - transport errors: the batch may be written or not; resending the same sequence is
 //     safe, the broker de-duplicates it.
+//   - CONCURRENT_TRANSACTIONS: under transactions v2 the leader adds the partition to the
+//     transaction and the previous transaction's markers are still being written; Java
+//     resends too.
 //   - fencing (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...) fails the batch, and the
-//     transaction classifies it as fatal; everything else not retriable fails it too.
+//     transaction classifies it as fatal; a closed kgo client and everything else not
+//     retriable fail it too.
 func judge(err error) verdict {
 	switch {
 	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
 		return written
-	case isFatal(err), errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID):
+	case isFatal(err), errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
+		errors.Is(err, kgo.ErrClientClosed):
 		return failed
-	case leadershipErr(err), !isKafkaErr(err), kerr.IsRetriable(err):
+	case leadershipErr(err), !isKafkaErr(err), kerr.IsRetriable(err), errors.Is(err, kerr.ConcurrentTransactions):
 		return retry
 	}
 	return failed

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactq/exactq/kgoext/twopc"
@@ -176,5 +178,56 @@ func TestPartitionerIsKgos(t *testing.T) {
 	}
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFailedRecordAbortable: a record the broker refuses (MESSAGE_TOO_LARGE) makes the
+// transaction abortable: its promise and the commit say so, the abort succeeds (under v1
+// with a KIP-360 epoch bump, since the partition's sequences are out of step), and the
+// next transaction commits; only its record is readable.
+func TestFailedRecordAbortable(t *testing.T) {
+	for _, v1 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("v1=%v", v1), func(t *testing.T) {
+			b := startBroker(t, true)
+			ctx := testCtx(t)
+			adm := kadm.NewClient(newClient(t, b.Addr))
+			maxBytes := "200"
+			resp, err := adm.CreateTopics(ctx, 1, 1, map[string]*string{"max.message.bytes": &maxBytes}, "out")
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newProducer(t, b.Addr, "tx-fail")
+			if v1 {
+				twopc.ForceTransactionsV1(p)
+			}
+			if err := p.InitTransactions(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("small")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			big := &kgo.Record{Topic: "out", Value: make([]byte, 400)}
+			if err := p.ProduceSync(ctx, big).FirstErr(); !errors.Is(err, twopc.ErrTransactionAbortable) || !errors.Is(err, kerr.MessageTooLarge) {
+				t.Fatalf("too large a record: %v", err)
+			}
+			if err := p.CommitTransaction(ctx); !errors.Is(err, twopc.ErrTransactionAbortable) {
+				t.Fatalf("commit after a failed record: %v", err)
+			}
+			_, before := p.ProducerID()
+			if err := p.AbortTransaction(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, after := p.ProducerID(); after == before {
+				t.Fatalf("epoch %d kept after aborting with sequences out of step", after)
+			}
+			commitOne(t, p, "next")
+			wantReadOnce(t, b.Addr, "next")
+		})
 	}
 }
