@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/kgoext"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fastShareConfig shortens share-group heartbeats and assignment pacing (as
@@ -177,29 +176,31 @@ func TestShareDescribeRecords(t *testing.T) {
 	createTopic(t, tb.Addr, "jobs", 1)
 	mustRun(t, runProduce, "a\nb\nc\n", "jobs", "-b", tb.Addr)
 
-	adm := testAdmin(t, tb.Addr)
 	if err := alterGroupConfig(t.Context(), testClient(t, tb.Addr), "holders", "share.auto.offset.reset", "earliest"); err != nil {
 		t.Fatal(err)
 	}
 
-	// A member that holds the records: it polls once and then stops fetching, so it neither
-	// accepts them (kgo does on the next poll) nor acquires them again after the abort below.
-	sc := testClient(t, tb.Addr, kgo.ShareGroup("holders"), kgo.ConsumeTopics("jobs"))
+	// A member that holds the records: kgoext's share consumer in explicit mode, which
+	// acknowledges nothing it is not told to (kgo's accepts them on its next poll).
+	sc, err := kgoext.NewShareConsumer(testClient(t, tb.Addr), "holders", kgoext.ShareTopics("jobs"), kgoext.ExplicitAcks(),
+		kgoext.ShareMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+		defer cancel()
+		sc.Close(ctx)
+	}()
 	var recs []*kgo.Record
 	for len(recs) < 3 {
-		fetches := sc.PollFetches(t.Context())
-		if err := fetches.Err(); err != nil {
+		got, err := sc.Poll(t.Context())
+		if err != nil {
 			t.Fatal(err)
 		}
-		recs = append(recs, fetches.Records()...)
+		recs = append(recs, got...)
 	}
-	sc.PauseFetchTopics("jobs")
-	groups, err := adm.DescribeShareGroups(t.Context(), "holders")
-	if err != nil || len(groups["holders"].Members) != 1 {
-		t.Fatalf("describe holders: %v %+v", err, groups)
-	}
-	holder := groups["holders"].Members[0]
-	member := holder.MemberID
+	member := sc.GroupMetadata().MemberID
 
 	out := mustRun(t, runShare, "", append([]string{"describe", "holders", "--records", "--admin", srv.URL}, b...)...)
 	if !strings.Contains(out, "\nMEMBER") || !strings.Contains(out, member) {
@@ -219,46 +220,27 @@ func TestShareDescribeRecords(t *testing.T) {
 		}
 	}
 
-	// Stage the acknowledgements in a transaction (KIP-1289, sent as a KIP-1289 producer
-	// sends it): TX_PENDING with the producer id and epoch. The transaction produces a
-	// record too, so kgo ends it with EndTxn.
-	createTopic(t, tb.Addr, "side", 1)
-	p := testClient(t, tb.Addr, kgo.TransactionalID("stager"), kgo.MaxVersions(txnshare.Versions(0)))
+	// Stage the acknowledgements in a transaction (KIP-1289): TX_PENDING with the producer
+	// id and epoch.
+	p := testClient(t, tb.Addr, append([]kgo.Opt{kgo.TransactionalID("stager")}, kgoext.TransactionalOpts()...)...)
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.ProduceSync(t.Context(), &kgo.Record{Topic: "side", Value: []byte("v")}).FirstErr(); err != nil {
+	for _, r := range recs {
+		if err := sc.Acknowledge(r, kgoext.AckAccept); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acks, err := sc.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kgoext.SendShareAcksToTransaction(t.Context(), p, acks, sc.GroupMetadata()); err != nil {
 		t.Fatal(err)
 	}
 	pid, epoch, err := p.ProducerID(t.Context())
 	if err != nil {
 		t.Fatal(err)
-	}
-	topics, err := adm.ListTopics(t.Context(), "jobs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := txnshare.Batch{FirstOffset: recs[0].Offset, LastOffset: recs[len(recs)-1].Offset}
-	for range recs {
-		batch.AcknowledgeTypes = append(batch.AcknowledgeTypes, txnshare.AckAccept)
-	}
-	stage := &txnshare.Request{TransactionalID: kmsg.StringPtr("stager"), GroupID: "holders",
-		ProducerID: pid, ProducerEpoch: epoch, MemberID: member, MemberEpoch: holder.MemberEpoch,
-		Topics: []txnshare.Topic{{TopicID: topics["jobs"].ID, Partitions: []txnshare.Partition{{PartitionIndex: 0, AcknowledgementBatches: []txnshare.Batch{batch}}}}}}
-	resp, err := p.Broker(1).RetriableRequest(t.Context(), stage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	staged := resp.(*txnshare.Response)
-	if err := kerr.ErrorForCode(staged.ErrorCode); err != nil {
-		t.Fatal(err)
-	}
-	for _, rt := range staged.Responses {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	out = mustRun(t, runShare, "", append([]string{"describe", "holders", "--admin", strings.TrimPrefix(srv.URL, "http://")}, b...)...)
 	rows = recordRows(t, out, "jobs[0]")
@@ -271,7 +253,7 @@ func TestShareDescribeRecords(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf(", %d TX_PENDING\n", len(recs))) {
 		t.Errorf("window summary lacks %d TX_PENDING:\n%s", len(recs), out)
 	}
-	if err := p.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+	if err := kgoext.EndTransaction(t.Context(), p, kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
 

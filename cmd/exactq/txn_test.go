@@ -8,12 +8,10 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/internal/txn/txnwire"
+	"github.com/exactq/exactq/kgoext/twopc"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // eventually polls cond until it returns nil, failing the test after waitLimit. Only for
@@ -178,38 +176,22 @@ func TestGroupTxnUsageErrors(t *testing.T) {
 func TestTxnDescribeTwoPhase(t *testing.T) {
 	tb := testbroker.Start(t, testbroker.WithConfig(map[string]string{"transaction.two.phase.commit.enable": "true"}))
 	createTopic(t, tb.Addr, "pay", 1)
-	// kgo has no KIP-939 producer: the test sends what one sends to open a two-phase
-	// transaction, InitProducerId v6 with Enable2Pc and AddPartitionsToTxn.
-	versions := kversion.Stable()
-	versions.SetMaxKeyVersion(22, txnwire.MaxInitProducerIDVersion)
-	cl := testClient(t, tb.Addr, kgo.MaxVersions(versions))
-	ctx := t.Context()
-	init := txnwire.NewInitProducerIDRequest()
-	init.TransactionalID, init.TransactionTimeoutMillis, init.Enable2Pc = kmsg.StringPtr("pay-2pc"), 60000, true
-	var id *txnwire.InitProducerIDResponse
-	eventually(t, "InitProducerId with Enable2Pc", func() error {
-		// Broker 1, the only one, coordinates every transactional id. (Client.Request
-		// would look for kmsg's coordinator type, which this one is not.)
-		resp, err := cl.Broker(1).Request(ctx, init)
-		if err != nil {
-			return err
-		}
-		id = resp.(*txnwire.InitProducerIDResponse)
-		return kerr.ErrorForCode(id.ErrorCode)
-	})
-	add := kmsg.NewPtrAddPartitionsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "pay-2pc", id.ProducerID, id.ProducerEpoch
-	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "pay", Partitions: []int32{0}}}
-	resp, err := add.RequestWith(ctx, cl)
+	p, err := twopc.NewProducer(testClient(t, tb.Addr, kgo.MaxVersions(twopc.Versions())), "pay-2pc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				t.Fatal(err)
-			}
-		}
+	ctx := t.Context()
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: "pay", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PrepareTransaction(ctx); err != nil {
+		t.Fatal(err)
 	}
 	rows := fieldRows(mustRun(t, runTxn, "", "describe", "pay-2pc", "-b", tb.Addr))
 	if len(rows) != 2 || rows[0][6] != "TWO-PHASE" {
