@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -228,6 +229,69 @@ func TestFailedRecordAbortable(t *testing.T) {
 			}
 			commitOne(t, p, "next")
 			wantReadOnce(t, b.Addr, "next")
+		})
+	}
+}
+
+// TestConcurrentProduce: goroutines producing into one transaction over four partitions
+// (the producer serialises them): the commit makes every record readable once, each
+// partition's records in the order their goroutine produced them.
+func TestConcurrentProduce(t *testing.T) {
+	const goroutines, each = 4, 200
+	b := startBroker(t, true)
+	ctx := testCtx(t)
+	createTopicsN(t, b.Addr, 4, "multi")
+	p := newProducer(t, b.Addr, "tx-conc")
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*each)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				// The key keeps a goroutine's records on one partition.
+				r := &kgo.Record{Topic: "multi", Key: fmt.Appendf(nil, "g%d", g), Value: fmt.Appendf(nil, "g%d-%04d", g, i)}
+				p.Produce(ctx, r, func(_ *kgo.Record, err error) {
+					if err != nil {
+						errs <- err
+					}
+				})
+				if i%50 == 49 {
+					if err := p.Flush(ctx); err != nil {
+						errs <- err
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rd := newClient(t, b.Addr, kgo.ConsumeTopics("multi"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	next := map[string]int{}
+	for read := 0; read < goroutines*each; {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records", read, goroutines*each)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			read++
+			if want := fmt.Sprintf("%s-%04d", r.Key, next[string(r.Key)]); string(r.Value) != want {
+				t.Fatalf("read %s, want %s", r.Value, want)
+			}
+			next[string(r.Key)]++
 		})
 	}
 }
