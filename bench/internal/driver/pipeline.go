@@ -47,8 +47,8 @@ const DefaultCommitInterval = 100 * time.Millisecond
 // Records records when the run starts), write one output per input to Output (key
 // "partition/offset" of the input, the input's value), committing every CommitInterval.
 // Each mode's clients are in its stage: P4 is kgo's GroupTransactSession, the share
-// baseline kgo's share consumer and an idempotent kgo producer, P5 exactq's own client
-// (package client: the transactional share acknowledgements of KIP-1289).
+// baseline kgo's share consumer and an idempotent kgo producer, P5 a transactional kgo
+// client with kgoext's share consumer and transactional share acknowledgements (KIP-1289).
 type PipelineConfig struct {
 	Brokers         []string
 	Mode            PipelineMode

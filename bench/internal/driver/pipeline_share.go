@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -89,38 +90,44 @@ func (s *shareStage) close() {
 	s.cons.Close()
 }
 
-// shareTxnStage is P5 (PipelineEOSShare): a share consumer with explicit acknowledgement
-// and a transactional producer; each transaction holds the outputs and the inputs' ACCEPTs
-// (AcknowledgementsForTransaction + SendShareAcksToTransaction, KIP-1289). Both clients are
-// exactq's own (package client) until the kgo extension for KIP-1289 replaces them.
+// shareTxnStage is P5 (PipelineEOSShare) as the kgoext package doc writes it: a kgoext
+// share consumer in explicit acknowledgement mode over a plain kgo client, and a
+// transactional kgo client (kgoext.TransactionalOpts); each transaction holds the outputs
+// and the inputs' ACCEPTs (AcknowledgementsForTransaction, SendShareAcksToTransaction:
+// KIP-1289) and ends with kgoext.EndTransaction.
 type shareTxnStage struct {
-	cons   *client.ShareConsumer
-	prod   *client.Producer
-	output string
-	inTxn  bool
-	md     client.ShareGroupMetadata // as of the open transaction's first input
+	transport *kgo.Client // the share consumer's connections
+	cons      *kgoext.ShareConsumer
+	txn       *kgo.Client
+	output    string
+	inTxn     bool
+	md        kgoext.ShareGroupMetadata // as of the open transaction's first input
 }
 
 func newShareTxnStage(ctx context.Context, cfg PipelineConfig) (*shareTxnStage, error) {
 	if err := prepareShareGroup(ctx, cfg); err != nil {
 		return nil, err
 	}
-	prod, err := client.NewProducer(client.ProducerConfig{Brokers: cfg.Brokers, TransactionalID: cfg.TransactionalID})
+	txn, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.TransactionalID(cfg.TransactionalID),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), // as P1: the values are random
+	}, kgoext.TransactionalOpts()...)...)
 	if err != nil {
 		return nil, err
 	}
-	if err := prod.InitTransactions(ctx); err != nil {
-		prod.Close()
-		return nil, fmt.Errorf("init transactions: %w", err)
-	}
-	cons, err := client.NewShareConsumer(client.ShareConsumerConfig{
-		Brokers: cfg.Brokers, Group: cfg.Group, Topics: []string{cfg.Input}, AckMode: client.AckExplicit,
-	})
+	transport, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
 	if err != nil {
-		prod.Close()
+		txn.Close()
 		return nil, err
 	}
-	return &shareTxnStage{cons: cons, prod: prod, output: cfg.Output}, nil
+	cons, err := kgoext.NewShareConsumer(transport, cfg.Group, kgoext.ShareTopics(cfg.Input), kgoext.ExplicitAcks())
+	if err != nil {
+		transport.Close()
+		txn.Close()
+		return nil, err
+	}
+	return &shareTxnStage{transport: transport, cons: cons, txn: txn, output: cfg.Output}, nil
 }
 
 func (s *shareTxnStage) poll(ctx context.Context, deadline time.Time) ([]pipelineInput, error) {
@@ -134,53 +141,54 @@ func (s *shareTxnStage) poll(ctx context.Context, deadline time.Time) ([]pipelin
 	ins := make([]pipelineInput, 0, len(recs))
 	for _, r := range recs {
 		if !s.inTxn {
-			if err := s.prod.BeginTransaction(ctx); err != nil {
+			if err := s.txn.BeginTransaction(); err != nil {
 				return nil, fmt.Errorf("begin transaction: %w", err)
 			}
 			// The member metadata the transaction's acknowledgements are sent under.
 			s.md, s.inTxn = s.cons.GroupMetadata(), true
 		}
-		out := outputRecord(s.output, r.Partition, r.Offset, r.Value)
-		// A failed output fails the commit (CommitTransaction reports it).
-		s.prod.Produce(ctx, &client.Record{Topic: out.Topic, Key: out.Key, Value: out.Value}, nil)
-		if err := s.cons.Acknowledge(r, client.AckAccept); err != nil {
+		// A failed output aborts the transaction (kgoext.EndTransaction).
+		s.txn.Produce(ctx, outputRecord(s.output, r.Partition, r.Offset, r.Value), nil)
+		if err := s.cons.Acknowledge(r, kgoext.AckAccept); err != nil {
 			return nil, err
 		}
-		ins = append(ins, pipelineInput{polled: now, partition: r.Partition, offset: r.Offset, bytes: len(r.Value), redelivered: r.DeliveryCount > 1})
+		ins = append(ins, pipelineInput{polled: now, partition: r.Partition, offset: r.Offset, bytes: len(r.Value), redelivered: kgoext.DeliveryCount(r) > 1})
 	}
 	return ins, nil
 }
 
+// commit stages the acknowledgements and commits. A refused staging (ErrCommitFailed), a
+// commit turned into an abort (ErrTransactionAborted) or an abortable coordinator error
+// aborts: the inputs are delivered again. Any other error fails the run.
 func (s *shareTxnStage) commit(ctx context.Context) (bool, error) {
 	if !s.inTxn {
 		return true, nil
 	}
 	s.inTxn = false
-	err := s.sendAcksAndCommit(ctx)
+	acks, err := s.cons.AcknowledgementsForTransaction()
 	if err == nil {
-		return true, nil
+		err = kgoext.SendShareAcksToTransaction(ctx, s.txn, acks, s.md)
 	}
-	if !errors.Is(err, client.ErrTransactionAbortable) {
+	if err == nil {
+		err = kgoext.EndTransaction(ctx, s.txn, kgo.TryCommit)
+		if err == nil {
+			return true, nil
+		}
+		if errors.Is(err, kgoext.ErrTransactionAborted) {
+			return false, nil
+		}
+	}
+	if !errors.Is(err, kgoext.ErrCommitFailed) && !errors.Is(err, kerr.TransactionAbortable) && !errors.Is(err, kerr.OperationNotAttempted) {
 		return false, err
 	}
-	if aerr := s.prod.AbortTransaction(ctx); aerr != nil {
+	if aerr := kgoext.EndTransaction(ctx, s.txn, kgo.TryAbort); aerr != nil {
 		return false, errors.Join(err, aerr)
 	}
-	return false, nil // the broker delivers the inputs again
-}
-
-func (s *shareTxnStage) sendAcksAndCommit(ctx context.Context) error {
-	acks, err := s.cons.AcknowledgementsForTransaction()
-	if err != nil {
-		return err
-	}
-	if err := s.prod.SendShareAcksToTransaction(ctx, acks, s.md); err != nil {
-		return err
-	}
-	return s.prod.CommitTransaction(ctx)
+	return false, nil
 }
 
 func (s *shareTxnStage) close() {
 	_ = s.cons.Close(context.Background())
-	s.prod.Close()
+	s.transport.Close()
+	s.txn.Close()
 }
