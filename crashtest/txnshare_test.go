@@ -20,9 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/client"
-
 	"github.com/exactq/exactq/crashtest/internal/await"
+	"github.com/exactq/exactq/kgoext"
 )
 
 // flagTxnShareCycles is the number of kill/restart cycles of TestTxnShareAckCrashCycles. The
@@ -48,8 +47,8 @@ const (
 	// a record whose transaction aborts at the limit is archived without output (spec
 	// rule), which the kills must not cause; the test reports it separately if they do.
 	tsaDeliveryLimit = 10
-	// tsaDeliveryTimeout bounds how long a producer retries a record: Producer.Close (of a
-	// crashed worker, the broker down) waits for that long for its buffered records.
+	// tsaDeliveryTimeout bounds how long a producer retries a record (the broker down), so
+	// that a transaction whose records cannot be written fails and is aborted.
 	tsaDeliveryTimeout = 2 * time.Second
 )
 
@@ -62,18 +61,18 @@ type tsaPhase int
 const (
 	tsaAny       tsaPhase = iota // wherever the seeded delay ends
 	tsaStaged                    // right after SendShareAcksToTransaction returned (TX_PENDING durable, not committed)
-	tsaCommit                    // inside CommitTransaction
+	tsaCommit                    // inside the commit (kgoext.EndTransaction)
 	tsaCommitted                 // right after a commit returned
 )
 
 func (p tsaPhase) String() string { return [...]string{"any", "staged", "commit", "committed"}[p] }
 
 // tsaPipeline is tsaWorkers share-consume → transactional-produce loops. Each worker polls
-// its ShareConsumer (explicit mode), begins a transaction, produces one output per input
+// its kgoext.ShareConsumer (explicit mode), begins a transaction, produces one output per input
 // (value: the input id) except for REJECTed inputs, acknowledges every input (ACCEPT or
 // REJECT), stages the acknowledgements with SendShareAcksToTransaction and commits. On
 // an error it aborts when it can; when it cannot (or the client fails otherwise) it
-// closes both clients and creates new ones, whose InitTransactions fences the old
+// closes both clients and creates new ones, whose InitProducerId fences the old
 // producer and aborts its transaction, as a restarted process would.
 type tsaPipeline struct {
 	addr   string
@@ -104,19 +103,23 @@ type tsaWaiter struct {
 	once  sync.Once
 }
 
+// tsaClients are one worker's clients, as the kgoext package doc writes them: a kgoext
+// share consumer (explicit mode) over a plain kgo client, and a transactional kgo client.
 type tsaClients struct {
-	txnID string
-	cons  *client.ShareConsumer
-	prod  *client.Producer
-	once  sync.Once
+	txnID     string
+	transport *kgo.Client // the share consumer's connections
+	cons      *kgoext.ShareConsumer
+	txn       *kgo.Client
+	once      sync.Once
 }
 
-// close closes both clients once; ctx bounds the consumer's goodbye (cancelled: nothing is
-// sent).
+// close closes the clients once; ctx bounds the consumer's goodbye (cancelled: nothing is
+// sent). Closing the transactional client fails its buffered records and ends nothing.
 func (c *tsaClients) close(ctx context.Context) {
 	c.once.Do(func() {
-		c.prod.Close()
+		c.txn.Close()
 		_ = c.cons.Close(ctx)
+		c.transport.Close()
 	})
 }
 
@@ -243,31 +246,41 @@ func (p *tsaPipeline) stop() {
 }
 
 func (p *tsaPipeline) newClients(w int) (*tsaClients, error) {
-	cons, err := client.NewShareConsumer(client.ShareConsumerConfig{
-		Brokers: []string{p.addr}, Group: tsaGroup, Topics: []string{tsaIn}, AckMode: client.AckExplicit,
-		MaxRecords: 50, MaxWait: 100 * time.Millisecond,
-	})
+	// Both clients' connections die with each kill.
+	transport, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.AlwaysRetryEOF())
 	if err != nil {
+		return nil, err
+	}
+	cons, err := kgoext.NewShareConsumer(transport, tsaGroup, kgoext.ShareTopics(tsaIn), kgoext.ExplicitAcks(),
+		kgoext.ShareMaxRecords(50), kgoext.ShareMaxWait(100*time.Millisecond))
+	if err != nil {
+		transport.Close()
 		return nil, err
 	}
 	txnID := fmt.Sprintf("tsa-w%d-%d", w, p.gen)
-	prod, err := client.NewProducer(client.ProducerConfig{
-		Brokers: []string{p.addr}, TransactionalID: txnID,
-		TransactionTimeout: tsaTxnTimeout, DeliveryTimeout: tsaDeliveryTimeout,
-	})
+	txn, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(p.addr), kgo.AlwaysRetryEOF(),
+		kgo.TransactionalID(txnID), kgo.TransactionTimeout(tsaTxnTimeout),
+		kgo.RecordDeliveryTimeout(tsaDeliveryTimeout),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+	}, kgoext.TransactionalOpts()...)...)
 	if err != nil {
 		_ = cons.Close(p.ctx)
+		transport.Close()
 		return nil, err
 	}
-	c := &tsaClients{txnID: txnID, cons: cons, prod: prod}
+	c := &tsaClients{txnID: txnID, transport: transport, cons: cons, txn: txn}
 	p.mu.Lock()
 	p.live[w] = c
 	p.mu.Unlock()
 	ictx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
 	defer cancel()
-	if err := prod.InitTransactions(ictx); err != nil {
+	// InitProducerId now, as Java's initTransactions: it fences the producer that had the
+	// transactional id before and aborts its open transaction (kgo would send it only
+	// with the first transaction's first record or acknowledgements).
+	if _, _, err := txn.ProducerID(ictx); err != nil {
 		c.close(ictx)
-		return nil, fmt.Errorf("init transactions: %w", err)
+		return nil, fmt.Errorf("init producer id: %w", err)
 	}
 	return c, nil
 }
@@ -329,7 +342,7 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 		}
 		return false
 	}
-	if err := c.prod.BeginTransaction(ctx); err != nil {
+	if err := c.txn.BeginTransaction(); err != nil {
 		return fail("begin", err)
 	}
 	for _, r := range recs {
@@ -338,13 +351,13 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 			return fail("input", fmt.Errorf("offset %d: value %q", r.Offset, r.Value))
 		}
 		p.mu.Lock()
-		p.maxCount[id] = max(p.maxCount[id], r.DeliveryCount)
+		p.maxCount[id] = max(p.maxCount[id], kgoext.DeliveryCount(r))
 		p.mu.Unlock()
-		t := client.AckAccept
+		t := kgoext.AckAccept
 		if tsaRejected(id) {
-			t = client.AckReject
+			t = kgoext.AckReject
 		} else {
-			c.prod.Produce(ctx, &client.Record{Topic: tsaOut, Key: r.Value, Value: r.Value}, nil)
+			c.txn.Produce(ctx, &kgo.Record{Topic: tsaOut, Key: r.Value, Value: r.Value}, nil)
 		}
 		if err := c.cons.Acknowledge(r, t); err != nil {
 			return fail("acknowledge", err)
@@ -363,28 +376,38 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 		p.noteErr(why, err)
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if aerr := c.prod.AbortTransaction(actx); aerr != nil {
+		if aerr := kgoext.EndTransaction(actx, c.txn, kgo.TryAbort); aerr != nil {
 			return fail("abort", aerr)
 		}
 		p.aborted.Add(1)
 		return true
 	}
-	if err := c.prod.SendShareAcksToTransaction(ctx, acks, c.cons.GroupMetadata()); err != nil {
+	// abortable are the errors after which the transaction can still be aborted and the
+	// clients kept (kgo documents the retry with TryAbort for the coordinator's two).
+	abortable := func(err error) bool {
+		return errors.Is(err, kgoext.ErrCommitFailed) || errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.OperationNotAttempted)
+	}
+	if err := kgoext.SendShareAcksToTransaction(ctx, c.txn, acks, c.cons.GroupMetadata()); err != nil {
 		if ctx.Err() != nil {
 			return false
 		}
-		if errors.Is(err, client.ErrTransactionAbortable) {
+		if abortable(err) {
 			return abort("stage acks", err)
 		}
 		return fail("stage acks", err)
 	}
 	p.enter(tsaStaged)
 	p.enter(tsaCommit)
-	if err := c.prod.CommitTransaction(ctx); err != nil {
+	if err := kgoext.EndTransaction(ctx, c.txn, kgo.TryCommit); err != nil {
 		if ctx.Err() != nil {
 			return false
 		}
-		if errors.Is(err, client.ErrTransactionAbortable) {
+		if errors.Is(err, kgoext.ErrTransactionAborted) { // aborted instead: the inputs come back
+			p.noteErr("commit", err)
+			p.aborted.Add(1)
+			return true
+		}
+		if abortable(err) {
 			return abort("commit", err)
 		}
 		return fail("commit", err)
@@ -402,8 +425,8 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 }
 
 // TestTxnShareAckCrashCycles is the guarantee-matrix crash test of transactional share
-// acknowledgements (KIP-1289, acceptance 2). Two workers (ShareConsumer + transactional
-// Producer each) run a consume-transform-produce pipeline from tsa-in (one partition,
+// acknowledgements (KIP-1289, acceptance 2). Two workers (a kgoext.ShareConsumer and a
+// transactional kgo client each) run a consume-transform-produce pipeline from tsa-in (one partition,
 // shared by both) to tsa-out: one output per input, carrying the input id, in the same
 // transaction as the input's ACCEPT; inputs whose id is divisible by 7 are REJECTed in the
 // transaction and get no output. Every cycle appends tsaChunk inputs and SIGKILLs the
@@ -411,7 +434,7 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 // the acknowledgements were staged as TX_PENDING, inside the commit, just after a commit).
 // The broker restarts on the same port and data directory; the workers either survive (their
 // clients retry; on errors they abort or recreate their clients, and the new producer's
-// InitTransactions fences the old one) or die with the broker and are restarted, under the
+// InitProducerId fences the old one) or die with the broker and are restarted, under the
 // same transactional ids (fencing aborts the open transactions) or new ones (nobody ends the
 // old transactions: the coordinator aborts them at their timeout).
 //
