@@ -120,6 +120,11 @@ type shareFetchResult struct {
 // it may serve other requests too (not kgo's own consumers: a kgo.ShareGroup or
 // kgo.ConsumeTopics client would share the fetch connections), and Close does not close
 // it. ShareTopics is required.
+//
+// The broker ties a share session to its connection and releases the member's records when
+// the connection closes. kgo closes a connection idle for kgo.ConnIdleTimeout (30 s by
+// default, the same as the default share.record.lock.duration.ms), so with a longer lock
+// duration, and gaps between polls as long, raise ConnIdleTimeout on cl to match.
 func NewShareConsumer(cl *kgo.Client, group string, opts ...ShareOpt) (*ShareConsumer, error) {
 	if cl == nil {
 		return nil, errors.New("kgoext: NewShareConsumer needs a client")
