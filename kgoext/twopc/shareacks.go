@@ -30,12 +30,15 @@ func (p *Producer) SendShareAcksToTransaction(ctx context.Context, acks kgoext.T
 	if acks.Len() == 0 {
 		return nil
 	}
-	// From here on the broker may have staged some of them: the transaction must end
-	// with EndTxn. (Transactions v2 abort an Empty transaction; commit is refused
-	// locally after a failure.)
-	p.txn.started = true
 	err := kgoext.SendShareAcks(ctx, p.cl, kgoext.ProducerIdentity{TransactionalID: p.txnID, ProducerID: p.id.id, ProducerEpoch: p.id.epoch}, acks, md)
-	if err != nil && (errors.Is(err, kgoext.ErrCommitFailed) || isFatal(err)) {
+	if err == nil {
+		p.txn.started = true
+		return nil
+	}
+	// Some may have been staged, or none: the transaction ends with EndTxn, and an abort
+	// the coordinator answers INVALID_TXN_STATE then had nothing open.
+	p.txn.maybeStarted = true
+	if errors.Is(err, kgoext.ErrCommitFailed) || isFatal(err) {
 		return p.txn.fail(err)
 	}
 	return err

@@ -252,3 +252,51 @@ func TestConsumeOnlyTransaction(t *testing.T) {
 		t.Fatalf("%d records TX_PENDING after the commit", w.TxPendingRecords)
 	}
 }
+
+// TestRefusedStagingAborts: acknowledgements the broker refuses (a stale member epoch:
+// nothing is staged) make the transaction abortable; the abort succeeds, under v1 too,
+// where the coordinator answers INVALID_TXN_STATE for a transaction that never started,
+// and the producer goes on; the inputs are still the member's to acknowledge.
+func TestRefusedStagingAborts(t *testing.T) {
+	for _, v1 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("v1=%v", v1), func(t *testing.T) {
+			const group = "sg-refused"
+			b := startBroker(t, true)
+			ctx := testCtx(t)
+			createTopics(t, b.Addr, "in", "out")
+			setEarliest(t, b.Addr, group)
+			if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			cons := newShareConsumer(t, b.Addr, group)
+			p := newProducer(t, b.Addr, "tx-refused")
+			if v1 {
+				twopc.ForceTransactionsV1(p)
+			}
+			if err := p.InitTransactions(ctx); err != nil {
+				t.Fatal(err)
+			}
+			pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= 1 })
+			acks, err := cons.AcknowledgementsForTransaction()
+			if err != nil {
+				t.Fatal(err)
+			}
+			md := cons.GroupMetadata()
+			md.MemberEpoch += 5
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			err = p.SendShareAcksToTransaction(ctx, acks, md)
+			if !errors.Is(err, twopc.ErrTransactionAbortable) || !errors.Is(err, kgoext.ErrCommitFailed) {
+				t.Fatalf("staging with a stale member epoch: %v", err)
+			}
+			if err := p.CommitTransaction(ctx); !errors.Is(err, twopc.ErrTransactionAbortable) {
+				t.Fatalf("commit after a refused staging: %v", err)
+			}
+			if err := p.AbortTransaction(ctx); err != nil {
+				t.Fatalf("abort after a refused staging: %v", err)
+			}
+			commitOne(t, p, "next")
+		})
+	}
+}

@@ -54,6 +54,10 @@ type txnState struct {
 	// transaction that never started ends without one, as Java's TransactionManager does
 	// (the coordinator would answer INVALID_TXN_STATE).
 	started bool
+	// maybeStarted is set when share acknowledgements may or may not have been staged
+	// (the call failed): the transaction ends with EndTxn, and an abort answered
+	// INVALID_TXN_STATE (transactions v1: nothing open) then found nothing to abort.
+	maybeStarted bool
 	// endSent is true once EndTxn went out: the outcome is the coordinator's, only the
 	// same EndTxn may be retried.
 	endSent bool
@@ -77,7 +81,7 @@ type txnState struct {
 func (t *txnState) reset() {
 	t.phase = txnReady
 	t.prepared, t.hasPrepared = noPreparedTxnState, false
-	t.started, t.endSent = false, false
+	t.started, t.maybeStarted, t.endSent = false, false, false
 	t.added = map[topicPartition]bool{}
 	t.abortable = nil
 }
@@ -378,9 +382,12 @@ func (p *Producer) endTransactionLocked(ctx context.Context, commit bool) ([]com
 	} else {
 		done = p.failBuffered(ErrTransactionAborted)
 	}
-	if t.started {
+	if t.started || t.maybeStarted {
 		t.endSent = true
 		next, err := p.endTxn(ctx, commit)
+		if err != nil && !commit && !t.started && errors.Is(err, kerr.InvalidTxnState) {
+			err = nil // the failed staging registered nothing: there was no transaction
+		}
 		if err != nil {
 			if !commit && errors.Is(err, kerr.TransactionAbortable) {
 				err = fatalErr(err) // an abort that is itself abortable would loop (Java makes it fatal)
