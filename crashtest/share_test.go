@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/brokerproc"
 
 	"github.com/exactq/exactq/crashtest/internal/await"
+	"github.com/exactq/exactq/kgoext"
 )
 
 // flagShareCycles is the number of kill/restart cycles of TestShareStateSurvivesKill.
@@ -180,9 +181,9 @@ func produceInputs(t *testing.T, addr, topic string, rng *rand.Rand, values []st
 // have applied (the CommitSync failed, typically because of the kill).
 type offState struct {
 	delivered  int16          // delivery count of the last delivery seen, 0 if none
-	durable    client.AckType // last confirmed ACCEPT/REJECT/RELEASE, -1 if none
+	durable    kgoext.AckType // last confirmed ACCEPT/REJECT/RELEASE, -1 if none
 	durableCnt int16          // delivery count at the last confirmed RELEASE (persisted AVAILABLE)
-	uncertain  client.AckType // an ack whose outcome is unknown, -1 if none
+	uncertain  kgoext.AckType // an ack whose outcome is unknown, -1 if none
 	held       bool           // delivered, not acknowledged (or RENEWed) when the broker died
 }
 
@@ -194,12 +195,13 @@ type shareLedger struct {
 	seen    int // deliveries seen
 	target  int
 	reached chan struct{}
-	counts  map[client.AckType]int // confirmed acks by type
+	killed  atomic.Bool            // set just before the broker is killed
+	counts  map[kgoext.AckType]int // confirmed acks by type
 	failed  int                    // acks of failed commits
 }
 
 func newShareLedger(n, target int) *shareLedger {
-	l := &shareLedger{offs: make([]offState, n), target: target, reached: make(chan struct{}), counts: map[client.AckType]int{}}
+	l := &shareLedger{offs: make([]offState, n), target: target, reached: make(chan struct{}), counts: map[kgoext.AckType]int{}}
 	for i := range l.offs {
 		l.offs[i].durable, l.offs[i].uncertain = -1, -1
 	}
@@ -220,7 +222,7 @@ func (l *shareLedger) deliver(off int64, count int16) {
 	}
 	s := &l.offs[off]
 	switch {
-	case s.durable == client.AckAccept || s.durable == client.AckReject:
+	case s.durable == kgoext.AckAccept || s.durable == kgoext.AckReject:
 		l.errorf("offset %d delivered again (count %d) after a confirmed %s", off, count, s.durable)
 	case count <= s.delivered:
 		l.errorf("offset %d delivered with count %d after a delivery with count %d", off, count, s.delivered)
@@ -235,7 +237,7 @@ func (l *shareLedger) deliver(off int64, count int16) {
 
 // ackOf is an acknowledgement sent for one delivery.
 type ackOf struct {
-	t     client.AckType
+	t     kgoext.AckType
 	count int16 // the delivery count of the delivery acknowledged
 }
 
@@ -247,7 +249,7 @@ func (l *shareLedger) acked(acks map[int64]ackOf, ok bool) {
 	defer l.mu.Unlock()
 	for off, a := range acks {
 		s := &l.offs[off]
-		if a.t == client.AckRenew {
+		if a.t == kgoext.AckRenew {
 			continue // still held
 		}
 		current := s.delivered == a.count
@@ -260,7 +262,7 @@ func (l *shareLedger) acked(acks map[int64]ackOf, ok bool) {
 			continue
 		}
 		l.counts[a.t]++
-		if a.t == client.AckRelease {
+		if a.t == kgoext.AckRelease {
 			s.durableCnt = max(s.durableCnt, a.count)
 		}
 		if current {
@@ -273,23 +275,23 @@ func (l *shareLedger) acked(acks map[int64]ackOf, ok bool) {
 // decide is the seeded outcome a worker gives a delivery: mostly ACCEPT, some RELEASE (only
 // on a first delivery, so that no record reaches the delivery limit), REJECT and holding
 // the record (RENEW, never a terminal ack before the kill).
-func decide(seed uint64, off int64, count int16) client.AckType {
+func decide(seed uint64, off int64, count int16) kgoext.AckType {
 	r := rand.New(rand.NewPCG(seed, uint64(off)<<16|uint64(count))).IntN(100)
 	switch {
 	case r < 45:
-		return client.AckAccept
+		return kgoext.AckAccept
 	case r < 65 && count == 1:
-		return client.AckRelease
+		return kgoext.AckRelease
 	case r < 80:
-		return client.AckReject
+		return kgoext.AckReject
 	default:
-		return client.AckRenew
+		return kgoext.AckRenew
 	}
 }
 
 // shareWorker polls an explicit-mode ShareConsumer, acknowledges every delivery as decide
 // says and commits the acknowledgements synchronously after each poll, until ctx ends.
-func shareWorker(ctx context.Context, c *client.ShareConsumer, topic string, seed uint64, l *shareLedger) {
+func shareWorker(ctx context.Context, c *kgoext.ShareConsumer, topic string, seed uint64, l *shareLedger) {
 	// Pace the polls so that consuming a cycle's records takes long enough (~100 ms) for
 	// the kill to land in the middle of it; unpaced, they are consumed in a few ms.
 	tick := time.NewTicker(shareWorkerTick)
@@ -306,28 +308,35 @@ func shareWorker(ctx context.Context, c *client.ShareConsumer, topic string, see
 		}
 		acks := map[int64]ackOf{}
 		for _, r := range recs {
-			l.deliver(r.Offset, r.DeliveryCount)
-			t := decide(seed, r.Offset, r.DeliveryCount)
+			count := kgoext.DeliveryCount(r)
+			l.deliver(r.Offset, count)
+			t := decide(seed, r.Offset, count)
 			if err := c.Acknowledge(r, t); err != nil {
 				l.mu.Lock()
 				l.errorf("acknowledge offset %d: %v", r.Offset, err)
 				l.mu.Unlock()
 				continue
 			}
-			acks[r.Offset] = ackOf{t, r.DeliveryCount}
+			acks[r.Offset] = ackOf{t, count}
 		}
 		if len(acks) == 0 {
 			continue
 		}
 		res, err := c.CommitSync(ctx)
-		perr := res[client.TopicPartition{Topic: topic, Partition: 0}]
+		perr := res[kgoext.TopicPartition{Topic: topic, Partition: 0}]
+		if err := cmp.Or(err, perr); err != nil && !l.killed.Load() {
+			// Only the kill may make an acknowledgement's outcome unknown.
+			l.mu.Lock()
+			l.errorf("CommitSync with the broker up: %v", err)
+			l.mu.Unlock()
+		}
 		l.acked(acks, err == nil && perr == nil)
 	}
 }
 
 // TestShareStateSurvivesKill (share groups, acceptance 5): per cycle, a fresh one-partition
 // topic of shareRecords records and a share group (earliest) that two explicit-mode
-// ShareConsumers work on: they ACCEPT, RELEASE (first deliveries only), REJECT, or hold
+// kgoext.ShareConsumers work on: they ACCEPT, RELEASE (first deliveries only), REJECT, or hold
 // (RENEW) each delivery as a seeded function of offset and delivery count decides, and
 // commit the acknowledgements synchronously. The broker is SIGKILLed once a seeded number
 // of deliveries was seen (plus a seeded jitter); the workers die with it (no request
@@ -368,12 +377,18 @@ func TestShareStateSurvivesKill(t *testing.T) {
 		l := newShareLedger(shareRecords, target)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		var consumers []*client.ShareConsumer
+		var (
+			consumers  []*kgoext.ShareConsumer
+			transports []*kgo.Client // one per consumer: the consumers' long polls do not queue behind each other
+		)
 		for range shareWorkers {
-			cons, err := client.NewShareConsumer(client.ShareConsumerConfig{
-				Brokers: []string{addr}, Group: group, Topics: []string{topic}, AckMode: client.AckExplicit,
-				MaxRecords: int32(2 + rng.IntN(10)), MaxWait: 100 * time.Millisecond,
-			})
+			transport, err := kgo.NewClient(kgo.SeedBrokers(addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			transports = append(transports, transport)
+			cons, err := kgoext.NewShareConsumer(transport, group, kgoext.ShareTopics(topic), kgoext.ExplicitAcks(),
+				kgoext.ShareMaxRecords(int32(2+rng.IntN(10))), kgoext.ShareMaxWait(100*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -387,14 +402,16 @@ func TestShareStateSurvivesKill(t *testing.T) {
 			t.Fatalf("cycle %d: the workers saw %d of %d deliveries within 30s", c, l.seen, target)
 		}
 		time.Sleep(jitter) // the fault's timing, drawn from the seed
+		l.killed.Store(true)
 		sb.kill()
 		// The workers die with the broker: nothing they do from now on reaches a broker.
 		cancel()
 		wg.Wait()
 		dead, stop := context.WithCancel(context.Background())
 		stop()
-		for _, cons := range consumers {
+		for i, cons := range consumers {
 			_ = cons.Close(dead)
+			transports[i].Close()
 		}
 		sb.start(addr)
 
@@ -421,13 +438,13 @@ func TestShareStateSurvivesKill(t *testing.T) {
 			st := l.offs[off]
 			cnt, again := got[int64(off)]
 			switch {
-			case st.durable == client.AckAccept || st.durable == client.AckReject:
+			case st.durable == kgoext.AckAccept || st.durable == kgoext.AckReject:
 				n[0]++
 				if again {
 					bad = append(bad, fmt.Sprintf("offset %d: confirmed %s before the kill, delivered again (count %d)", off, st.durable, cnt))
 				}
 				continue
-			case st.uncertain >= 0 && st.uncertain != client.AckRelease:
+			case st.uncertain >= 0 && st.uncertain != kgoext.AckRelease:
 				n[4]++
 				if !again {
 					continue // applied before the kill: fine
@@ -464,7 +481,7 @@ func TestShareStateSurvivesKill(t *testing.T) {
 		}
 		checkLog(t, c, sb.logs)
 		t.Logf("cycle %d: kill after %4d deliveries +%5.2fms; confirmed accept %3d reject %3d release %3d, %2d acks unconfirmed; after the restart: %3d gone (accepted/rejected), %3d released, %3d held, %3d never delivered, %2d unconfirmed came back of %d; drain delivered %d; held records' delivery count after the restart above their last one %d, not above %d",
-			c, target, float64(jitter.Microseconds())/1000, l.counts[client.AckAccept], l.counts[client.AckReject], l.counts[client.AckRelease], l.failed,
+			c, target, float64(jitter.Microseconds())/1000, l.counts[kgoext.AckAccept], l.counts[kgoext.AckReject], l.counts[kgoext.AckRelease], l.failed,
 			n[0], n[1], n[2], n[3], countBack(l, got), n[4], len(got), heldUp, heldSame)
 		for i := range n {
 			totals[i] += n[i]
@@ -485,7 +502,7 @@ func TestShareStateSurvivesKill(t *testing.T) {
 func countBack(l *shareLedger, got map[int64]int16) int {
 	n := 0
 	for off, st := range l.offs {
-		if _, again := got[int64(off)]; again && st.durable < 0 && st.uncertain >= 0 && st.uncertain != client.AckRelease {
+		if _, again := got[int64(off)]; again && st.durable < 0 && st.uncertain >= 0 && st.uncertain != kgoext.AckRelease {
 			n++
 		}
 	}
