@@ -147,36 +147,47 @@ func TestConsumeOnlyAbort(t *testing.T) {
 	}
 }
 
-// TestFailedRecordsAbortAcks: a commit whose records all failed does not commit the
-// acknowledgements alone: it aborts, says so, and the inputs come back.
+// TestFailedRecordsAbortAcks: a commit with a failed record does not commit the
+// acknowledgements: it aborts, says so, the inputs come back and no output is visible.
+// With every record failed kgo would not end the transaction (the acknowledgements would
+// commit alone); with one good record kgo would commit it.
 func TestFailedRecordsAbortAcks(t *testing.T) {
-	b, cl := shareSetup(t, "in", "g-fa", 1, 3)
-	c := newConsumer(t, b.Addr, "g-fa", "in", kgoext.ExplicitAcks())
-	txn := newTxnClient(t, b.Addr, "tx-fa")
-	ctx := testCtx(t)
-	recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
-	md := c.GroupMetadata()
-	acks, err := c.AcknowledgementsForTransaction()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	huge := make([]byte, 2<<20) // over kgo's ProducerBatchMaxBytes: the record fails
-	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: huge}).FirstErr(); err == nil {
-		t.Fatal("a 2 MiB record was produced")
-	}
-	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
-		t.Fatal(err)
-	}
-	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrTransactionAborted) {
-		t.Fatalf("commit with a failed record: %v, want ErrTransactionAborted", err)
-	}
-	waitTxnState(t, cl, "tx-fa", "CompleteAbort")
-	redeliveredAll(t, c, recs)
-	if got := committedOutputs(t, b.Addr, txn); got["end"] != 1 {
-		t.Fatalf("the transaction after: %v", got)
+	for _, withGood := range []bool{false, true} {
+		t.Run(fmt.Sprintf("good record %v", withGood), func(t *testing.T) {
+			b, cl := shareSetup(t, "in", "g-fa", 1, 3)
+			c := newConsumer(t, b.Addr, "g-fa", "in", kgoext.ExplicitAcks())
+			txn := newTxnClient(t, b.Addr, "tx-fa")
+			ctx := testCtx(t)
+			recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
+			md := c.GroupMetadata()
+			acks, err := c.AcknowledgementsForTransaction()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := txn.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if withGood {
+				if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("good")}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			huge := make([]byte, 2<<20) // over kgo's ProducerBatchMaxBytes: the record fails
+			if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: huge}).FirstErr(); err == nil {
+				t.Fatal("a 2 MiB record was produced")
+			}
+			if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+				t.Fatal(err)
+			}
+			if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrTransactionAborted) {
+				t.Fatalf("commit with a failed record: %v, want ErrTransactionAborted", err)
+			}
+			waitTxnState(t, cl, "tx-fa", "CompleteAbort")
+			redeliveredAll(t, c, recs)
+			if got := committedOutputs(t, b.Addr, txn); got["good"] != 0 || got["end"] != 1 {
+				t.Fatalf("outputs after the aborted transaction: %v", got)
+			}
+		})
 	}
 }
 
@@ -192,42 +203,6 @@ func TestSendShareAcksNeedsHooks(t *testing.T) {
 	}
 	if err := kgoext.EndTransaction(testCtx(t), txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrNoTransactionalHooks) {
 		t.Fatalf("EndTransaction without hooks: %v", err)
-	}
-}
-
-// TestPartlyFailedRecordsAbortAcks: one record of the transaction succeeded and one failed:
-// kgo would commit the partition that was added; EndTransaction aborts instead, so neither
-// the good output nor the acknowledgements commit.
-func TestPartlyFailedRecordsAbortAcks(t *testing.T) {
-	b, cl := shareSetup(t, "in", "g-pf", 1, 3)
-	c := newConsumer(t, b.Addr, "g-pf", "in", kgoext.ExplicitAcks())
-	txn := newTxnClient(t, b.Addr, "tx-pf")
-	ctx := testCtx(t)
-	recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
-	md := c.GroupMetadata()
-	acks, err := c.AcknowledgementsForTransaction()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("good")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: make([]byte, 2<<20)}).FirstErr(); err == nil {
-		t.Fatal("a 2 MiB record was produced")
-	}
-	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
-		t.Fatal(err)
-	}
-	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrTransactionAborted) {
-		t.Fatalf("commit with one failed record: %v, want ErrTransactionAborted", err)
-	}
-	waitTxnState(t, cl, "tx-pf", "CompleteAbort")
-	redeliveredAll(t, c, recs)
-	if got := committedOutputs(t, b.Addr, txn); got["good"] != 0 {
-		t.Fatalf("the good record of the aborted transaction is visible: %v", got)
 	}
 }
 
