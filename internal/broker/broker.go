@@ -181,6 +181,7 @@ func Open(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 	}
+	b.resolveOrphanedStagings() // sharerecovery.go
 	b.bg.Add(1)
 	go b.housekeeping()
 	return b, nil

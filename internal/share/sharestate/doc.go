@@ -104,6 +104,9 @@
 //
 //   - At start-up: New(cfg, partitions of __share_group_state) before serving any share
 //     RPC; Load(p) again when an operation answered COORDINATOR_NOT_AVAILABLE.
+//   - Once the transaction coordinator is loaded too: ask it about every Stagings entry
+//     and write the marker again for transactions already decided, whose marker the log
+//     lost (share.Manager.ResolveOrphanedStagings).
 //   - Share-partition leaders call Read on load (and after losing leadership), Write after
 //     acknowledgements, releases, lock expiry and stagings, Initialize and Delete from the
 //     group coordinator, ReadSummary for lag and DescribeShareGroupOffsets.

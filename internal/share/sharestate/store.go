@@ -809,6 +809,49 @@ func (s *Store) TxPendingRecords() int64 {
 	return n
 }
 
+// Staging is one producer's acknowledgements staged (TX_PENDING) at one epoch on one
+// __share_group_state partition, over every key of the partition.
+type Staging struct {
+	Partition  int32
+	ProducerID int64
+	Epoch      int16
+	Records    int64 // TX_PENDING offsets
+}
+
+// Stagings lists the TX_PENDING stagings of the durable state, sorted by partition,
+// producer id and epoch: what a restart must check with the transaction coordinator,
+// since a marker that never reached the log leaves them pending for ever.
+func (s *Store) Stagings() []Staging {
+	var out []Staging
+	for idx, p := range s.parts {
+		p.mu.Lock()
+		found := map[[2]int64]int64{} // (pid, epoch) -> offsets
+		for pid, keys := range p.pending {
+			for k := range keys {
+				for _, b := range p.keys[k].batches {
+					if b.DeliveryState == StateTxPending && b.TxnProducerID == pid {
+						found[[2]int64{pid, int64(b.TxnProducerEpoch)}] += b.LastOffset - b.FirstOffset + 1
+					}
+				}
+			}
+		}
+		p.mu.Unlock()
+		for pe, n := range found {
+			out = append(out, Staging{Partition: idx, ProducerID: pe[0], Epoch: int16(pe[1]), Records: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b Staging) int {
+		if c := cmp.Compare(a.Partition, b.Partition); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.ProducerID, b.ProducerID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Epoch, b.Epoch)
+	})
+	return out
+}
+
 // maxTombstonesPerBatch bounds one append of DeleteTopics (a topic deleted under
 // thousands of share groups is written in several batches).
 const maxTombstonesPerBatch = 500

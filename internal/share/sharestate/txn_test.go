@@ -357,3 +357,25 @@ func TestTxPendingRecordsFollowsDurableState(t *testing.T) {
 	}
 	want("after its topic was deleted", 0)
 }
+
+// Stagings lists every (partition, producer, epoch) with TX_PENDING offsets in the durable
+// state, sorted, with their counts, after a restart too, and forgets what a marker resolved.
+func TestStagingsListsPendingTransactions(t *testing.T) {
+	f := newFixture(t, 1, 500)
+	a, b := key("g", 0), key("h", 1)
+	stagedKey(t, f, a, staged(0, 4, 1, 7, 3, AckAccept), staged(5, 6, 1, 8, 0, AckReject))
+	stagedKey(t, f, b, staged(0, 2, 1, 7, 3, AckAccept), staged(3, 3, 1, 7, 4, AckGap))
+	want := []Staging{{0, 7, 3, 8}, {0, 7, 4, 1}, {0, 8, 0, 2}}
+	if got := f.s.Stagings(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stagings %+v, want %+v", got, want)
+	}
+	f.restart()
+	if got := f.s.Stagings(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stagings after a restart %+v, want %+v", got, want)
+	}
+	f.marker(a, 7, 3, true) // resolves epoch 3 only
+	want = []Staging{{0, 7, 4, 1}, {0, 8, 0, 2}}
+	if got := f.s.Stagings(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stagings after producer 7's marker at epoch 3 %+v, want %+v", got, want)
+	}
+}
