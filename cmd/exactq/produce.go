@@ -133,10 +133,10 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	if err != nil {
 		return err
 	}
-	// kgo retries an unreachable broker until the delivery timeout; fail at once instead
-	// when no broker answers at all.
 	st := newProduceStats()
 	st.noAcks = o.acks == kgo.NoAck()
+	// kgo retries an unreachable broker until the delivery timeout; fail at once instead
+	// when no broker answers at all.
 	if err := p.Ping(ctx); err != nil {
 		p.Close()
 		st.writeSummary(stderr, o.topic)

@@ -217,19 +217,18 @@ func (a *shareAckErrors) err() error {
 
 // shareConsumeLoop polls, writes and (explicit mode) acknowledges records until count
 // (0: no limit), ctx's cancellation (not an error) or a failure, and returns the records
-// written. A record is acknowledged only once written; polls take no more than count
-// leaves, and the records fetched beyond it are released when the member leaves.
-// Implicit mode leaves the acknowledging to kgo, which accepts a poll's records on the
-// next poll.
+// written. A record is acknowledged only once written. A poll takes no more records than
+// are left to print; those fetched beyond are released when the member leaves. Implicit
+// mode leaves the acknowledging to kgo, which accepts a poll's records on the next poll.
 func shareConsumeLoop(ctx context.Context, cl *kgo.Client, topic string, implicit bool, ack kgo.AckStatus, count int64, format recordFormat, stdout io.Writer) (int64, error) {
 	var written int64
 	var buf []byte
 	for count == 0 || written < count {
-		max := -1
+		limit := -1 // PollRecords: no limit
 		if count > 0 {
-			max = int(min(count-written, 1<<30))
+			limit = int(min(count-written, 1<<30))
 		}
-		fetches := cl.PollRecords(ctx, max)
+		fetches := cl.PollRecords(ctx, limit)
 		if ctx.Err() != nil {
 			return written, nil // interrupted: a clean stop
 		}
