@@ -44,7 +44,7 @@
 // # Simplifications
 //
 // The producer is synchronous: records are buffered per partition and sent by Flush,
-// PrepareTransaction, CommitTransaction or a Produce that filled BatchMaxBytes, one
+// PrepareTransaction, CommitTransaction or a Produce that would overfill a batch, one
 // uncompressed batch per partition per Produce request, one request per leader at a
 // time. It suits the transaction sizes of a checkpoint, not a firehose: use a kgo
 // transactional client where two-phase commit is not needed.

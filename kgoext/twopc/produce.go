@@ -47,8 +47,9 @@ func runCompletions(cs []completion) {
 // Produce buffers r in the open transaction and calls promise (which may be nil) with r
 // and the outcome once r is written or failed; on success r.Partition, r.Offset,
 // r.ProducerID and r.ProducerEpoch are set. Records are sent by Flush,
-// PrepareTransaction and CommitTransaction, and by Produce itself once a partition has
-// BatchMaxBytes buffered (Produce then waits for the write, as Flush does). r.Partition is
+// PrepareTransaction and CommitTransaction, and by Produce itself when r would make its
+// partition's batch larger than the kgo client's kgo.ProducerBatchMaxBytes (Produce then
+// sends what is buffered first and waits for the write, as Flush does). r.Partition is
 // chosen by the kgo client's partitioner; a record's Timestamp is set to now when zero.
 //
 // A record that cannot be buffered (no transaction open, unknown topic) gets its error at
@@ -117,23 +118,35 @@ func (p *Producer) produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 	}
 	r.Partition = part
 	tp := topicPartition{r.Topic, part}
-	q := p.buf[tp]
-	if len(q) == 0 || q[len(q)-1].seqFor != noProducerID {
-		// A batch that was sent keeps its records (a resend must be the same batch).
-		q = append(q, &pendingBatch{seqFor: noProducerID})
-		p.buf[tp] = q
-	}
-	b := q[len(q)-1]
 	size := recordSize(r)
+	var done []completion
+	if b := p.openBatch(tp); b != nil && b.bytes+size > int(p.batchMaxBytes(r.Topic)) {
+		// r would make the partition's batch too large: send what is buffered first. A
+		// ctx error leaves it buffered, for the next Flush.
+		done, _ = p.flush(ctx)
+		if err := p.txn.openErr(); err != nil {
+			return done, err
+		}
+	}
+	b := p.openBatch(tp)
+	if b == nil {
+		b = &pendingBatch{seqFor: noProducerID}
+		p.buf[tp] = append(p.buf[tp], b)
+	}
 	b.recs = append(b.recs, r)
 	b.promises = append(b.promises, promise)
 	b.bytes += size
-	if b.bytes < p.batchMaxBytes {
-		return nil, nil
-	}
-	// A ctx error leaves r buffered: the next Flush sends it and its promise runs then.
-	done, _ := p.flush(ctx)
 	return done, nil
+}
+
+// openBatch is tp's batch that still takes records: the last one, unless it was sent (a
+// resend must be the same batch); nil when there is none.
+func (p *Producer) openBatch(tp topicPartition) *pendingBatch {
+	q := p.buf[tp]
+	if len(q) == 0 || q[len(q)-1].seqFor != noProducerID {
+		return nil
+	}
+	return q[len(q)-1]
 }
 
 // partition picks r's partition among n with the topic's kgo partitioner, as kgo's

@@ -15,11 +15,11 @@ import (
 )
 
 // begin returns a producer on a fresh broker with topic out, inside a transaction.
-func begin(t *testing.T, id string, opts ...twopc.Opt) (*twopc.Producer, string, func()) {
+func begin(t *testing.T, id string, opts ...kgo.Opt) (*twopc.Producer, string, func()) {
 	t.Helper()
 	b := startBroker(t, true)
 	createTopics(t, b.Addr, "out")
-	p, err := twopc.NewProducer(newClient(t, b.Addr), id, opts...)
+	p, err := twopc.NewProducer(newClient(t, b.Addr, opts...), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,22 +50,25 @@ func wantReadOnce(t *testing.T, addr string, values ...string) {
 	}
 }
 
-// TestBatchMaxBytesSendsOnProduce: a partition that filled BatchMaxBytes is written by
-// Produce itself (its promise has run when Produce returns), in several batches of one
-// transaction, in order.
+// TestBatchMaxBytesSendsOnProduce: a record that would make its partition's batch larger
+// than the kgo client's ProducerBatchMaxBytes makes Produce send what is buffered first
+// (their promises have run when it returns), so one transaction writes several batches
+// of a partition, in order.
 func TestBatchMaxBytesSendsOnProduce(t *testing.T) {
-	p, addr, _ := begin(t, "tx-batch", twopc.BatchMaxBytes(100))
+	p, addr, _ := begin(t, "tx-batch", kgo.ProducerBatchMaxBytes(512)) // two 200-byte records a batch
 	ctx := testCtx(t)
 	var values []string
-	for i := range 5 {
-		v := fmt.Sprintf("big-%d-%080d", i, i)
+	written := 0
+	for i, want := range []int{0, 0, 2, 2, 4, 4} {
+		v := fmt.Sprintf("big-%d-%0194d", i, i)
 		values = append(values, v)
-		written := false
 		p.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte(v)}, func(r *kgo.Record, err error) {
-			written = err == nil && r.Offset >= 0
+			if err == nil && r.Offset >= 0 {
+				written++
+			}
 		})
-		if !written {
-			t.Fatalf("record %d not written by the Produce that filled its batch", i)
+		if written != want {
+			t.Fatalf("after producing record %d: %d written, want %d", i, written, want)
 		}
 	}
 	if err := p.CommitTransaction(ctx); err != nil {

@@ -19,7 +19,7 @@ type Producer struct {
 	cl             *kgo.Client
 	txnID          string
 	partitioner    kgo.Partitioner
-	batchMaxBytes  int
+	batchMaxBytes  func(topic string) int32
 	produceTimeout time.Duration
 	autoCreate     bool
 	retries        int
@@ -54,32 +54,17 @@ type topicPartition struct {
 	partition int32
 }
 
-// Opt configures a Producer.
-type Opt interface{ apply(*Producer) }
-
-type opt func(*Producer)
-
-func (o opt) apply(p *Producer) { o(p) }
-
-// BatchMaxBytes is the estimated size of the records one partition buffers before
-// Produce sends what is buffered (every partition's records, as Flush does). Default
-// 1,000,000 bytes, under the broker's default max.message.bytes of 1,048,588; at least
-// one record is always sent, whatever its size.
-func BatchMaxBytes(n int) Opt { return opt(func(p *Producer) { p.batchMaxBytes = n }) }
-
-const defaultBatchMaxBytes = 1_000_000
-
 // NewProducer returns a producer for transactionalID that talks to the cluster through
 // cl: cl's metadata (partition counts and leaders, topic auto-creation as configured
 // with kgo.AllowAutoTopicCreation), its connections and connection retries, and its
-// kgo.RecordPartitioner, kgo.RequestRetries, kgo.RetryBackoffFn and
-// kgo.ProduceRequestTimeout settings. It sends nothing until InitTransactions or
+// kgo.RecordPartitioner, kgo.ProducerBatchMaxBytes, kgo.RequestRetries, kgo.RetryBackoffFn
+// and kgo.ProduceRequestTimeout settings. It sends nothing until InitTransactions or
 // RecoverPreparedTransaction.
 //
 // cl must not be transactional with the same id (its own InitProducerId would abort the
 // prepared transaction this producer exists to keep) and must allow InitProducerId v6:
 // build it with kgo.MaxVersions(twopc.Versions()) (or add key 22 version 6 to your own).
-func NewProducer(cl *kgo.Client, transactionalID string, opts ...Opt) (*Producer, error) {
+func NewProducer(cl *kgo.Client, transactionalID string) (*Producer, error) {
 	if cl == nil || transactionalID == "" {
 		return nil, errors.New("twopc: NewProducer needs a client and a transactional id")
 	}
@@ -94,7 +79,7 @@ func NewProducer(cl *kgo.Client, transactionalID string, opts ...Opt) (*Producer
 	p := &Producer{
 		cl:             cl,
 		txnID:          transactionalID,
-		batchMaxBytes:  defaultBatchMaxBytes,
+		batchMaxBytes:  optBatchMaxBytes(cl),
 		produceTimeout: optDuration(cl, kgo.ProduceRequestTimeout, 10*time.Second),
 		autoCreate:     optBool(cl, kgo.AllowAutoTopicCreation),
 		retries:        int(optInt(cl, kgo.RequestRetries, 20)),
@@ -107,12 +92,6 @@ func NewProducer(cl *kgo.Client, transactionalID string, opts ...Opt) (*Producer
 	p.partitioner, _ = cl.OptValue(kgo.RecordPartitioner).(kgo.Partitioner)
 	if p.partitioner == nil {
 		p.partitioner = kgo.StickyKeyPartitioner(nil)
-	}
-	for _, o := range opts {
-		o.apply(p)
-	}
-	if p.batchMaxBytes <= 0 {
-		return nil, fmt.Errorf("twopc: BatchMaxBytes %d: must be positive", p.batchMaxBytes)
 	}
 	p.coord = coordinator{cl: cl, txnID: transactionalID, retries: p.retries, backoff: p.backoff, node: -1,
 		versions: map[int32]*kmsg.ApiVersionsResponse{}}
@@ -169,6 +148,13 @@ func optInt(cl *kgo.Client, o any, def int64) int64 {
 		return int64(v)
 	}
 	return def
+}
+
+func optBatchMaxBytes(cl *kgo.Client) func(string) int32 {
+	if fn, ok := cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32); ok && fn != nil {
+		return fn
+	}
+	return func(string) int32 { return 1_000_012 } // kgo's default
 }
 
 func optBool(cl *kgo.Client, o any) bool {
