@@ -468,6 +468,22 @@ func TestUnknownTopicWithoutAutoCreate(t *testing.T) {
 	}
 }
 
+// With no broker reachable, produce fails at once (kgo alone would retry until the
+// delivery timeout, two minutes) and still prints its summary.
+func TestProduceNoBroker(t *testing.T) {
+	begin := time.Now()
+	_, errOut, err := run(t, t.Context(), runProduce, "x\n", "t", "-b", "127.0.0.1:1")
+	if err == nil || exitCode("produce", err, io.Discard) != 1 {
+		t.Errorf("produce: %v", err)
+	}
+	if errOut != "% produced 0 records to t\n" {
+		t.Errorf("summary %q", errOut)
+	}
+	if d := time.Since(begin); d > waitLimit/2 {
+		t.Errorf("produce took %v to fail", d)
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	for _, tc := range []struct {
 		cmd  command

@@ -150,6 +150,7 @@ func TestGroupTxnUsageErrors(t *testing.T) {
 		{runTxn, []string{"abort", "t"}, "x"},
 		{runTxn, []string{"describe"}, "txn describe"},
 		{runTxn, []string{"list", "--bogus"}, "txn list"},
+		{runTxn, []string{"list", "--state", "Ongoing,Pending"}, "txn list"}, // not a state
 	} {
 		_, _, err := run(t, t.Context(), tc.cmd, "", append(tc.args, "-b", "127.0.0.1:1")...)
 		var ue *usageError
