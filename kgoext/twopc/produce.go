@@ -54,8 +54,9 @@ func runCompletions(cs []completion) {
 //
 // A record that cannot be buffered (no transaction open, unknown topic) gets its error at
 // once and leaves the transaction as it was; a record that fails once buffered makes the
-// transaction abortable. Promises run on the calling goroutine after the producer's lock
-// is released.
+// transaction abortable. Promises run after the producer's lock is released (they may
+// call the producer), on the goroutine of the call that completed the record: with
+// several goroutines, one's Flush may run another's promises.
 func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	p.mu.Lock()
 	done, err := p.produce(ctx, r, promise)
@@ -70,22 +71,57 @@ func (p *Producer) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo
 // (*kgo.Client).ProduceSync does. A record whose outcome is not known (ctx ended first)
 // has Flush's error; it stays buffered, and a later Flush sends it.
 func (p *Producer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
-	results := make(kgo.ProduceResults, len(rs))
-	answered := make([]bool, len(rs))
+	var (
+		mu       sync.Mutex
+		returned bool
+		results  = make(kgo.ProduceResults, len(rs))
+		answered = make([]chan struct{}, len(rs))
+	)
 	for i, r := range rs {
 		results[i].Record = r
-		p.Produce(ctx, r, func(_ *kgo.Record, err error) { results[i].Err, answered[i] = err, true })
+		answered[i] = make(chan struct{})
+		p.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !returned {
+				results[i].Err = err
+			}
+			close(answered[i])
+		})
 	}
 	err := p.Flush(ctx)
-	for i := range results {
-		if !answered[i] {
+	for i, r := range rs {
+		if err != nil && p.buffered(r) {
+			mu.Lock()
 			results[i].Err = err
+			mu.Unlock()
+			continue
 		}
+		// Completed, by this goroutine or by another's call, which runs its promise.
+		<-answered[i]
 	}
+	mu.Lock()
+	returned = true
+	mu.Unlock()
 	return results
 }
 
-// Flush sends every buffered record and waits for their outcomes. It returns the
+// buffered reports whether r is still waiting to be written.
+func (p *Producer) buffered(r *kgo.Record) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, b := range p.buf[topicPartition{r.Topic, r.Partition}] {
+		for _, br := range b.recs {
+			if br == r {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Flush sends every buffered record and waits for their outcomes (the promises of records
+// another goroutine's call completed may still be running when it returns). It returns the
 // transaction's error if a record failed (ErrTransactionAbortable or ErrProducerFatal),
 // or ctx's error, after which the records not yet written stay buffered with their
 // sequence numbers and Flush may be called again.

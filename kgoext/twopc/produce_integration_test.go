@@ -237,7 +237,7 @@ func TestFailedRecordAbortable(t *testing.T) {
 }
 
 // TestConcurrentProduce: goroutines producing into one transaction over four partitions
-// (the producer serialises them): the commit makes every record readable once, each
+// (the producer serialises them), with Produce and Flush or with ProduceSync: the commit makes every record readable once, each
 // partition's records in the order their goroutine produced them.
 func TestConcurrentProduce(t *testing.T) {
 	const goroutines, each = 4, 200
@@ -260,6 +260,14 @@ func TestConcurrentProduce(t *testing.T) {
 			for i := range each {
 				// The key keeps a goroutine's records on one partition.
 				r := &kgo.Record{Topic: "multi", Key: fmt.Appendf(nil, "g%d", g), Value: fmt.Appendf(nil, "g%d-%04d", g, i)}
+				if g%2 == 1 {
+					// ProduceSync's answer is the record's, even when another
+					// goroutine's Flush wrote it.
+					if res := p.ProduceSync(ctx, r); res.FirstErr() != nil || r.Offset < 0 {
+						errs <- fmt.Errorf("ProduceSync %s: offset %d, %v", r.Value, r.Offset, res.FirstErr())
+					}
+					continue
+				}
 				p.Produce(ctx, r, func(_ *kgo.Record, err error) {
 					if err != nil {
 						errs <- err
