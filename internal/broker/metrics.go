@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/exactq/exactq/internal/share/sharestate"
 )
 
 // Metrics exports the broker's share-group and transactional-acknowledgement state to
@@ -37,7 +39,7 @@ func newMetrics(b *Broker) *Metrics {
 		inFlight: prometheus.NewDesc("exactq_share_partition_in_flight_records",
 			"Records between the share-partition start and end offsets.", []string{"group", "topic", "partition"}, nil),
 		txPending: prometheus.NewDesc("exactq_share_partition_tx_pending_records",
-			"Records staged in an open transaction (TX_PENDING), per share partition.", []string{"group", "topic", "partition"}, nil),
+			"Records staged in an open transaction (TX_PENDING) in the durable share state, per share partition, loaded or not.", []string{"group", "topic", "partition"}, nil),
 		txnAckRecords: prometheus.NewDesc("exactq_txn_share_ack_records_total",
 			"Transactional share acknowledgements by outcome (staged, committed, aborted, archived_on_abort).", []string{"outcome"}, nil),
 		txPendingTotal: prometheus.NewDesc("exactq_tx_pending_records",
@@ -70,21 +72,32 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.txnAckRecords, prometheus.CounterValue, float64(v), outcome)
 	}
 	ch <- prometheus.MustNewConstMetric(m.txPendingTotal, prometheus.GaugeValue, float64(stats.Pending))
+	// TX_PENDING per share partition comes from the durable state, like the total: the
+	// partitions not loaded since start-up are counted too.
+	pending := s.store.TxPendingByKey()
+	labelsOf := func(group string, topicID [16]byte, partition int32) []string {
+		topic := "unknown"
+		if t := m.b.topics.getByID(topicID); t != nil {
+			topic = t.name
+		}
+		return []string{group, topic, strconv.Itoa(int(partition))}
+	}
 	for _, g := range s.members.ListGroups(nil, nil) {
 		for _, d := range s.fetch.Describe(g.Group) {
-			topic := "unknown"
-			if t := m.b.topics.getByID(d.TopicID); t != nil {
-				topic = t.name
-			}
-			labels := []string{g.Group, topic, strconv.Itoa(int(d.Partition))}
+			labels := labelsOf(g.Group, d.TopicID, d.Partition)
 			c := d.Window.Counters
 			for event, v := range map[string]int64{"acquired": c.Acquired, "acknowledged": c.Acknowledged, "released": c.Released,
 				"rejected": c.Rejected, "archived": c.Archived, "lock_expired": c.LockExpired, "renewed": c.Renewed} {
 				ch <- prometheus.MustNewConstMetric(m.shareRecords, prometheus.CounterValue, float64(v), append(labels, event)...)
 			}
 			ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(d.Window.InFlightRecords), labels...)
-			ch <- prometheus.MustNewConstMetric(m.txPending, prometheus.GaugeValue, float64(d.Window.TxPendingRecords), labels...)
+			k := sharestate.Key{GroupID: g.Group, TopicID: d.TopicID, Partition: d.Partition}
+			ch <- prometheus.MustNewConstMetric(m.txPending, prometheus.GaugeValue, float64(pending[k]), labels...)
+			delete(pending, k)
 		}
+	}
+	for k, n := range pending {
+		ch <- prometheus.MustNewConstMetric(m.txPending, prometheus.GaugeValue, float64(n), labelsOf(k.GroupID, k.TopicID, k.Partition)...)
 	}
 }
 

@@ -24,8 +24,13 @@ func TestTxPendingMetricRightAfterRestart(t *testing.T) {
 	if loaded := e.tb.Broker.DescribeShareGroupState(cfGroup); len(loaded) != 0 {
 		t.Fatalf("share partitions loaded right after the restart: %+v", loaded)
 	}
-	if got := cfMetrics(t, e.tb)[cfPending]; got != 6 {
-		t.Fatalf("%s right after the restart: %v, want the 6 staged records", cfPending, got)
+	got := cfMetrics(t, e.tb)
+	if got[cfPending] != 6 {
+		t.Fatalf("%s right after the restart: %v, want the 6 staged records", cfPending, got[cfPending])
+	}
+	perPartition := "exactq_share_partition_tx_pending_records{group=" + cfGroup + ",partition=0,topic=" + cfIn + "}"
+	if got[perPartition] != 6 {
+		t.Fatalf("%s right after the restart: %v, want the 6 staged records", perPartition, got[perPartition])
 	}
 	if code := cfEnd(p, true); code != 0 {
 		t.Fatalf("commit after the restart: %v", kerr.ErrorForCode(code))
@@ -59,16 +64,11 @@ func TestOrphanedStagingResolvedAfterRestart(t *testing.T) {
 				got := cfMetrics(t, e.tb)[cfPending]
 				return got == 0, fmt.Sprintf("%s %v", cfPending, got)
 			})
-			e.tb.Stop()
-			if err := os.Truncate(seg, staged); err != nil { // the tail holding the marker is lost
-				t.Fatal(err)
-			}
-			e.tb.Restart()
+			restartLosingTail(t, e, seg, staged)
 
 			if got := cfMetrics(t, e.tb)[cfPending]; got != 0 {
 				t.Fatalf("%s after the restart: %v, want 0 (nothing left TX_PENDING)", cfPending, got)
 			}
-			e.cl = newClient(t, e.tb.Addr) // the old connections died with the broker
 			m = e.join(cfMember)
 			// 4-5 were acquired, never staged: their acquisition was not persisted, so they
 			// come back as if never delivered.
@@ -86,6 +86,49 @@ func TestOrphanedStagingResolvedAfterRestart(t *testing.T) {
 			cfNothingDelivered(t, m)
 		})
 	}
+}
+
+// When the producer has ended a later transaction since the one whose marker was lost,
+// the coordinator no longer knows how that one ended (it keeps each transactional id's
+// latest transaction only): the staged records stay TX_PENDING, undelivered, rather
+// than be resolved by a guess that could lose an input or duplicate an output.
+func TestOrphanedStagingOfAnEarlierTransactionStays(t *testing.T) {
+	t.Parallel()
+	e, m, p := stagedInputs(t, 6, "cf-orphan-later", cfRange{0, 0, 3, txnshare.AckAccept})
+	seg := stateSegment(t, e, m)
+	staged := fileSize(t, seg)
+	if code := cfEnd(p, true); code != 0 {
+		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
+	}
+	cfProduceOutput(e, p, 0, "later") // a second transaction, on the output topic only
+	if code := cfEnd(p, true); code != 0 {
+		t.Fatalf("commit of the second transaction: %v", kerr.ErrorForCode(code))
+	}
+	if got := cfReadCommitted(e); len(got) != 1 {
+		t.Fatalf("read_committed output %v, want the second transaction's record", cfValues(got))
+	}
+	restartLosingTail(t, e, seg, staged)
+
+	if got := cfMetrics(t, e.tb)[cfPending]; got != 4 {
+		t.Fatalf("%s after the restart: %v, want the 4 staged records left pending", cfPending, got)
+	}
+	m = e.join(cfMember)
+	e.waitOffsets(0, 0, 6)
+	cfWantAcquired(t, cfFetchUntil(m, 2), 4, 5, 1)
+	cfNothingDelivered(t, m)
+}
+
+// restartLosingTail stops the broker, cuts the state partition segment seg back to size
+// (what an OS crash under --fsync never can leave of a log's unsynced tail), starts the
+// broker again and reconnects e's client.
+func restartLosingTail(t *testing.T, e *cfEnv, seg string, size int64) {
+	t.Helper()
+	e.tb.Stop()
+	if err := os.Truncate(seg, size); err != nil {
+		t.Fatal(err)
+	}
+	e.tb.Restart()
+	e.cl = newClient(t, e.tb.Addr) // the old connections died with the broker
 }
 
 // stagedInputs starts a broker with inputs records in cfIn partition 0, has cfMember

@@ -809,6 +809,22 @@ func (s *Store) TxPendingRecords() int64 {
 	return n
 }
 
+// TxPendingByKey is TxPendingRecords per share-partition: the keys holding TX_PENDING
+// offsets, with their counts.
+func (s *Store) TxPendingByKey() map[Key]int64 {
+	out := map[Key]int64{}
+	for _, p := range s.parts {
+		p.mu.Lock()
+		for _, keys := range p.pending {
+			for k := range keys {
+				out[k] = p.keys[k].txPending
+			}
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
+
 // Staging is one producer's acknowledgements staged (TX_PENDING) at one epoch on one
 // __share_group_state partition, over every key of the partition.
 type Staging struct {

@@ -334,6 +334,9 @@ func TestTxPendingRecordsFollowsDurableState(t *testing.T) {
 	stagedKey(t, f, a, staged(0, 4, 1, 7, 0, AckAccept), staged(5, 6, 1, 8, 0, AckReject))
 	stagedKey(t, f, b, staged(3, 9, 1, 7, 0, AckAccept))
 	want("after staging", 5+2+7)
+	if got := f.s.TxPendingByKey(); !reflect.DeepEqual(got, map[Key]int64{a: 7, b: 7}) {
+		t.Fatalf("TxPendingByKey after staging: %v", got)
+	}
 	must(t, f.s.Write(ctx, a, 0, 0, -1, -1, []StateBatch{sb(7, 8, StateAcknowledged, 1)}))
 	want("after an unrelated write", 14)
 	f.restart()
@@ -348,6 +351,9 @@ func TestTxPendingRecordsFollowsDurableState(t *testing.T) {
 	f.marker(b, 7, 1, true)
 	f.marker(a, 8, 1, false)
 	want("after every marker", 0)
+	if got := f.s.TxPendingByKey(); len(got) != 0 {
+		t.Fatalf("TxPendingByKey after every marker: %v", got)
+	}
 	f.restart()
 	want("after a restart with everything resolved", 0)
 	stagedKey(t, f, key("g", 2), staged(0, 9, 1, 9, 0, AckAccept))
