@@ -149,7 +149,8 @@ func (c *coordinator) requestChecked(ctx context.Context, req kmsg.Request, befo
 				return nil, err
 			}
 			// The connection failed (kgo retried it already): the coordinator may have
-			// moved. Ask again.
+			// moved, or the broker restarted with other versions. Ask again.
+			delete(c.versions, node)
 			c.node, last = -1, err
 			continue
 		}

@@ -45,7 +45,8 @@
 //
 // The producer is synchronous: records are buffered per partition and sent by Flush,
 // PrepareTransaction, CommitTransaction or a Produce that would overfill a batch, one
-// uncompressed batch per partition per Produce request, one request per leader at a
-// time. It suits the transaction sizes of a checkpoint, not a firehose: use a kgo
-// transactional client where two-phase commit is not needed.
+// uncompressed batch per partition per Produce request (kgo.ProducerBatchCompression is
+// not applied; a topic's compression.type still is, by the broker), one request per
+// leader at a time. It suits the transaction sizes of a checkpoint, not a firehose: use
+// a kgo transactional client where two-phase commit is not needed.
 package twopc
