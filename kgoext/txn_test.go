@@ -10,23 +10,31 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// pollAndBegin polls c until stop (acknowledging each record with ack), drains the
+// acknowledgements for a transaction and begins one on txn.
+func pollAndBegin(t *testing.T, c *kgoext.ShareConsumer, txn *kgo.Client, ack kgoext.AckType, stop func([]*kgo.Record) bool) ([]*kgo.Record, kgoext.TxnAcks, kgoext.ShareGroupMetadata) {
+	t.Helper()
+	recs := pollUntil(t, c, ack, stop)
+	md := c.GroupMetadata()
+	acks, err := c.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	return recs, acks, md
+}
+
 // transformRound polls inputs (explicit mode, each ACCEPTed), and in one transaction on txn
 // writes "out-<value>" for each (unless consumeOnly) and stages the acknowledgements;
 // commit or abort ends it with kgoext.EndTransaction. It returns the inputs.
 func transformRound(t *testing.T, c *kgoext.ShareConsumer, txn *kgo.Client, consumeOnly bool, commit kgo.TransactionEndTry) []*kgo.Record {
 	t.Helper()
 	ctx := testCtx(t)
-	recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
-	md := c.GroupMetadata()
-	acks, err := c.AcknowledgementsForTransaction()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, acks, md := pollAndBegin(t, c, txn, kgoext.AckAccept, countAtLeast(1))
 	if acks.Len() < len(recs) {
 		t.Fatalf("%d acks for %d records", acks.Len(), len(recs))
-	}
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
 	}
 	if !consumeOnly {
 		for _, r := range recs {
@@ -158,15 +166,7 @@ func TestFailedRecordsAbortAcks(t *testing.T) {
 			c := newConsumer(t, b.Addr, "g-fa", "in", kgoext.ExplicitAcks())
 			txn := newTxnClient(t, b.Addr, "tx-fa")
 			ctx := testCtx(t)
-			recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(1))
-			md := c.GroupMetadata()
-			acks, err := c.AcknowledgementsForTransaction()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := txn.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
+			recs, acks, md := pollAndBegin(t, c, txn, kgoext.AckAccept, countAtLeast(1))
 			if withGood {
 				if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("good")}).FirstErr(); err != nil {
 					t.Fatal(err)
