@@ -7,8 +7,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const consumeUsage = `Usage: exactq consume TOPIC [flags]
@@ -150,7 +153,12 @@ func runConsume(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return err
 	}
 	defer c.Close()
-	n, err := consumeLoop(ctx, c, o, starts, ends, stdout)
+	prober, err := newKgo(f) // connects only when probeEnd runs
+	if err != nil {
+		return err
+	}
+	defer prober.Close()
+	n, err := consumeLoop(ctx, c, prober, o, starts, ends, stdout)
 	fmt.Fprintf(status, "%% consumed %d records\n", n)
 	return err
 }
@@ -223,22 +231,27 @@ func resolveOffsets(ctx context.Context, f *cmdFlags, o consumeOptions) (starts,
 	return starts, ends, nil
 }
 
+// probeIdle is how long consumeLoop waits for records before it probes the partitions
+// not yet read to their end.
+const probeIdle = time.Second
+
 // consumeLoop polls and writes records until the end offsets (unless following), the
 // count, ctx's cancellation (not an error) or a failure, and returns the records written.
 //
 // kgo does not say how far it has read a partition, and the last offsets before an end
 // may hold no record a consumer gets: transaction markers, or records of aborted
-// transactions under read_committed. So the consumer keeps control records and a
-// partition is done once a record or marker at or past its end's last offset arrived.
-// Under read_committed, aborted records directly before the end whose abort marker lies
-// past it (another transaction still open) show no offset until that marker is readable,
-// when the open transaction ends.
-func consumeLoop(ctx context.Context, c *kgo.Client, o consumeOptions, starts, ends map[int32]int64, stdout io.Writer) (int64, error) {
-	pending := map[int32]bool{} // partitions not yet read up to their end offset
+// transactions under read_committed. So the consumer keeps control records (not printed)
+// and a partition is done once a record or marker at or past its end's last offset
+// arrived. Aborted records directly before a read_committed end whose abort marker lies
+// past it (behind a transaction still open) never show such an offset: when no record came
+// for probeIdle, probeEnd reads the rest below the end itself, with prober: not c, whose
+// fetch connection is busy with c's own long polls.
+func consumeLoop(ctx context.Context, c, prober *kgo.Client, o consumeOptions, starts, ends map[int32]int64, stdout io.Writer) (int64, error) {
+	pending := map[int32]int64{} // partitions not yet read up to their end offset: the next offset
 	if !o.follow {
 		for p, end := range ends {
 			if starts[p] < end {
-				pending[p] = true
+				pending[p] = starts[p]
 			}
 		}
 		if len(pending) == 0 {
@@ -248,9 +261,32 @@ func consumeLoop(ctx context.Context, c *kgo.Client, o consumeOptions, starts, e
 	var written int64
 	var buf []byte
 	for {
-		fetches := c.PollFetches(ctx)
-		if ctx.Err() != nil {
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if !o.follow {
+			pollCtx, cancel = context.WithTimeout(ctx, probeIdle)
+		}
+		fetches := c.PollFetches(pollCtx)
+		idle := pollCtx.Err() != nil
+		cancel()
+		switch {
+		case ctx.Err() != nil:
 			return written, nil // interrupted: a clean stop
+		case idle:
+			for p, next := range pending {
+				after, err := probeEnd(ctx, prober, o, p, next, ends[p])
+				switch {
+				case err != nil:
+					return written, err
+				case after >= ends[p]:
+					delete(pending, p)
+				default:
+					pending[p] = after
+				}
+			}
+			if len(pending) == 0 {
+				return written, nil
+			}
+			continue
 		}
 		if err := fetchErr(fetches); err != nil {
 			return written, err
@@ -258,8 +294,13 @@ func consumeLoop(ctx context.Context, c *kgo.Client, o consumeOptions, starts, e
 		buf = buf[:0]
 		limitHit := false
 		for _, r := range fetches.Records() {
-			if !o.follow && r.Offset >= ends[r.Partition]-1 {
-				delete(pending, r.Partition)
+			if !o.follow {
+				if next, ok := pending[r.Partition]; ok {
+					pending[r.Partition] = max(next, r.Offset+1)
+				}
+				if r.Offset >= ends[r.Partition]-1 {
+					delete(pending, r.Partition)
+				}
 				if r.Offset >= ends[r.Partition] {
 					continue // past the end offset read at start
 				}
@@ -280,6 +321,59 @@ func consumeLoop(ctx context.Context, c *kgo.Client, o consumeOptions, starts, e
 			return written, nil
 		}
 	}
+}
+
+// probeEnd returns how far partition p holds nothing the consumer delivers (aborted
+// records and markers only) from offset next on: where the batches of one Fetch of its own
+// (no session) from next end when they hold no such record below end, next itself when
+// they do (the consumer delivers those) or when it learns nothing. It decodes the answer as
+// kgo does: kgo.ProcessFetchPartition drops aborted records under read_committed and says
+// where the batches end.
+func probeEnd(ctx context.Context, cl *kgo.Client, o consumeOptions, p int32, next, end int64) (int64, error) {
+	details, err := kadm.NewClient(cl).ListTopics(ctx, o.topic)
+	if err != nil {
+		return next, err
+	}
+	d := details[o.topic]
+	leader, ok := d.Partitions[p]
+	if d.Err != nil || !ok || leader.Leader < 0 {
+		return next, nil // the consumer sees the same and reports it
+	}
+	iso := kgo.ReadUncommitted()
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.SessionEpoch, req.MaxBytes = -1, -1, 1<<20
+	req.MaxWaitMillis, req.MinBytes = 0, 0 // answer at once
+	if o.committed {
+		iso, req.IsolationLevel = kgo.ReadCommitted(), 1
+	}
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = o.topic, d.ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, next, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := cl.Broker(int(leader.Leader)).Request(ctx, req)
+	if err != nil {
+		return next, err
+	}
+	for _, t := range kresp.(*kmsg.FetchResponse).Topics {
+		for i := range t.Partitions {
+			part := &t.Partitions[i]
+			if part.Partition != p || part.ErrorCode != 0 {
+				continue
+			}
+			fp, after := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				KeepControlRecords: true, Offset: next, IsolationLevel: iso, Topic: o.topic, Partition: p,
+			}, part, kgo.DefaultDecompressor(), nil)
+			for _, r := range fp.Records {
+				if r.Offset < end && !r.Attrs.IsControl() {
+					return next, nil // for the consumer to deliver
+				}
+			}
+			return max(after, next), nil
+		}
+	}
+	return next, nil
 }
 
 func sortedPartitions(m map[int32]int64) []int32 {

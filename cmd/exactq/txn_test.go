@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -200,5 +201,42 @@ func TestTxnDescribeTwoPhase(t *testing.T) {
 	}
 	if r := rows[1]; r[2] != "Ongoing" || r[5] != "2147483647" || r[6] != "yes" || r[9] != "pay-0" {
 		t.Errorf("describe row %q", r)
+	}
+}
+
+// consume --isolation read_committed without -f ends at the last stable offset even when
+// the records just below it belong to an aborted transaction whose abort marker lies past
+// it, behind another transaction that is still open: nothing read_committed returns shows
+// an offset near the end there.
+func TestConsumeReadCommittedEndsBeforeOpenTransaction(t *testing.T) {
+	tb := testbroker.Start(t)
+	createTopic(t, tb.Addr, "pay", 1)
+	ctx := t.Context()
+	aborted := testClient(t, tb.Addr, kgo.TransactionalID("aborted"))
+	open := testClient(t, tb.Addr, kgo.TransactionalID("open"))
+	mustRun(t, runProduce, "before\n", "pay", "-b", tb.Addr)
+	produce := func(cl *kgo.Client, v string) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "pay", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(aborted, "a1") // offset 1
+	produce(open, "o1")    // offset 2: the last stable offset stays here while it is open
+	if err := aborted.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	waitTxnState(t, testAdmin(t, tb.Addr), "aborted", "CompleteAbort") // its marker: offset 3
+	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, errOut, err := run(t, runCtx, runConsume, "", "pay", "-b", tb.Addr, "--isolation", "read_committed")
+	if err != nil || runCtx.Err() != nil || out != "before\n" {
+		t.Errorf("consume read_committed: %v (ctx %v) %q\n%s", err, runCtx.Err(), out, errOut)
+	}
+	if !strings.Contains(errOut, "from offset 0 to 2\n") {
+		t.Errorf("end offset:\n%s", errOut)
 	}
 }
