@@ -17,11 +17,13 @@
 // The *kgo.Client given to NewProducer is the transport: its metadata cache (partition
 // counts, leaders, topic auto-creation as kgo.AllowAutoTopicCreation says), its
 // connections with their retries (kgo.RequestRetries, kgo.RetryBackoffFn), its
-// kgo.RecordPartitioner and kgo.ProduceRequestTimeout, its FindCoordinator routing.
-// Records go in and come out as *kgo.Record. What is ours is the transaction: kgo routes
-// transaction requests by their concrete kmsg type, so InitProducerId v6 and
-// version-capped requests go to the coordinator through (*kgo.Broker).RetriableRequest,
-// with the coordinator errors retried here. The client must allow InitProducerId v6:
+// FindCoordinator routing, and its producer settings kgo.RecordPartitioner,
+// kgo.ProducerBatchMaxBytes, kgo.ProducerBatchCompression and kgo.ProduceRequestTimeout.
+// Records go in and come out as *kgo.Record; share acknowledgements are kgoext's
+// (kgoext.SendShareAcks). What is ours is the transaction: kgo routes transaction
+// requests by their concrete kmsg type, so InitProducerId v6 and version-capped requests
+// go to the coordinator through (*kgo.Broker).RetriableRequest, with the coordinator
+// errors retried here. The client must allow InitProducerId v6 and TxnShareAcknowledge:
 // kgo.MaxVersions(twopc.Versions()).
 //
 // # Flow
@@ -45,8 +47,8 @@
 //
 // The producer is synchronous: records are buffered per partition and sent by Flush,
 // PrepareTransaction, CommitTransaction or a Produce that would overfill a batch, one
-// uncompressed batch per partition per Produce request (kgo.ProducerBatchCompression is
-// not applied; a topic's compression.type still is, by the broker), one request per
-// leader at a time. It suits the transaction sizes of a checkpoint, not a firehose: use
+// batch per partition per Produce request, one request per leader at a time. Batches are
+// compressed with the client's first kgo.ProducerBatchCompression codec at its default
+// level. It suits the transaction sizes of a checkpoint, not a firehose: use
 // a kgo transactional client where two-phase commit is not needed.
 package twopc

@@ -397,7 +397,7 @@ func (p *Producer) produceRequest(tps []topicPartition) (*cappedProduce, error) 
 			b.seq, b.seqFor = p.seqs[tp], p.id
 			p.seqs[tp] = nextSequence(b.seq, int32(len(b.recs)))
 		}
-		enc, err := b.encode(p.id)
+		enc, err := b.encode(p.id, p.codec)
 		if err != nil {
 			return nil, fmt.Errorf("twopc: encoding a batch for %s[%d]: %w", tp.topic, tp.partition, err)
 		}
@@ -419,8 +419,8 @@ func (p *Producer) produceRequest(tps []topicPartition) (*cappedProduce, error) 
 	return &cappedProduce{ProduceRequest: req, max: max}, nil
 }
 
-// encode is b as a v2 record batch, transactional, uncompressed.
-func (b *pendingBatch) encode(id producerID) ([]byte, error) {
+// encode is b as a v2 record batch, transactional, compressed with codec.
+func (b *pendingBatch) encode(id producerID, codec int8) ([]byte, error) {
 	first := b.recs[0].Timestamp.UnixMilli()
 	recs := make([]kmsg.Record, len(b.recs))
 	for i, r := range b.recs {
@@ -432,7 +432,7 @@ func (b *pendingBatch) encode(id producerID) ([]byte, error) {
 	h := batch.NoProducer(0, first)
 	h.ProducerID, h.ProducerEpoch, h.BaseSequence = id.id, id.epoch, b.seq
 	h.Attributes |= batch.AttrTransactional
-	return batch.Encode(nil, h, recs, batch.CodecNone)
+	return batch.Encode(nil, h, recs, codec)
 }
 
 // send writes req to leader and reads each partition's answer. A transport error is

@@ -306,3 +306,41 @@ func TestConcurrentProduce(t *testing.T) {
 		})
 	}
 }
+
+// TestCompressionIsKgos: batches are compressed with the kgo client's
+// ProducerBatchCompression codec (kgo's default: snappy), as a consumer sees.
+func TestCompressionIsKgos(t *testing.T) {
+	b := startBroker(t, true)
+	ctx := testCtx(t)
+	createTopics(t, b.Addr, "out")
+	cases := []struct {
+		opts  []kgo.Opt
+		codec uint8 // the batch attribute's codec bits
+	}{{nil, 2}, {[]kgo.Opt{kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(2))}, 4},
+		{[]kgo.Opt{kgo.ProducerBatchCompression(kgo.GzipCompression())}, 1}, {[]kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}, 0}}
+	for i, c := range cases {
+		p, err := twopc.NewProducer(newClient(t, b.Addr, c.opts...), fmt.Sprintf("tx-codec-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.InitTransactions(ctx); err != nil {
+			t.Fatal(err)
+		}
+		commitOne(t, p, fmt.Sprintf("codec-%d", i))
+	}
+	rd := newClient(t, b.Addr, kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]uint8{}
+	for len(got) < len(cases) {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %v", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = r.Attrs.CompressionType() })
+	}
+	for i, c := range cases {
+		if codec := got[fmt.Sprintf("codec-%d", i)]; codec != c.codec {
+			t.Errorf("producer %d: codec %d, want %d", i, codec, c.codec)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/exactq/exactq/internal/batch"
 	"github.com/exactq/exactq/kgoext"
 )
 
@@ -20,6 +21,7 @@ type Producer struct {
 	txnID          string
 	partitioner    kgo.Partitioner
 	batchMaxBytes  func(topic string) int32
+	codec          int8
 	produceTimeout time.Duration
 	autoCreate     bool
 	retries        int
@@ -57,8 +59,9 @@ type topicPartition struct {
 // NewProducer returns a producer for transactionalID that talks to the cluster through
 // cl: cl's metadata (partition counts and leaders, topic auto-creation as configured
 // with kgo.AllowAutoTopicCreation), its connections and connection retries, and its
-// kgo.RecordPartitioner, kgo.ProducerBatchMaxBytes, kgo.RequestRetries, kgo.RetryBackoffFn
-// and kgo.ProduceRequestTimeout settings. It sends nothing until InitTransactions or
+// kgo.RecordPartitioner, kgo.ProducerBatchMaxBytes, kgo.ProducerBatchCompression (the
+// first codec, at its default level), kgo.RequestRetries, kgo.RetryBackoffFn and
+// kgo.ProduceRequestTimeout settings. It sends nothing until InitTransactions or
 // RecoverPreparedTransaction.
 //
 // cl must not be transactional with the same id (its own InitProducerId would abort the
@@ -80,6 +83,7 @@ func NewProducer(cl *kgo.Client, transactionalID string) (*Producer, error) {
 		cl:             cl,
 		txnID:          transactionalID,
 		batchMaxBytes:  optBatchMaxBytes(cl),
+		codec:          optCodec(cl),
 		produceTimeout: optDuration(cl, kgo.ProduceRequestTimeout, 10*time.Second),
 		autoCreate:     optBool(cl, kgo.AllowAutoTopicCreation),
 		retries:        int(optInt(cl, kgo.RequestRetries, 20)),
@@ -155,6 +159,27 @@ func optBatchMaxBytes(cl *kgo.Client) func(string) int32 {
 		return fn
 	}
 	return func(string) int32 { return 1_000_012 } // kgo's default
+}
+
+// optCodec is the batch codec of the kgo client's first kgo.ProducerBatchCompression
+// choice (kgo's default: snappy). kgo keeps a codec's level unexported, so a level set
+// with WithLevel is not carried over: the codec's default level is used.
+func optCodec(cl *kgo.Client) int8 {
+	cs, _ := cl.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec)
+	if len(cs) == 0 {
+		return batch.CodecSnappy
+	}
+	switch cs[0].WithLevel(0) {
+	case kgo.GzipCompression().WithLevel(0):
+		return batch.CodecGzip
+	case kgo.SnappyCompression():
+		return batch.CodecSnappy
+	case kgo.Lz4Compression():
+		return batch.CodecLZ4
+	case kgo.ZstdCompression():
+		return batch.CodecZstd
+	}
+	return batch.CodecNone
 }
 
 func optBool(cl *kgo.Client, o any) bool {
