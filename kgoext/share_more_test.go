@@ -262,3 +262,52 @@ func TestShareConsumerSurvivesRestart(t *testing.T) {
 		seen = append(seen, recs...) // errors of the restart itself are reported once
 	}
 }
+
+// TestCommitAsyncReportsOutcomes: CommitAsync sends in the background and calls done with
+// every acknowledged partition; OnAcknowledged sees each offset sent, without error.
+func TestCommitAsyncReportsOutcomes(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-async", 2, 6)
+	var (
+		mu     sync.Mutex
+		report = map[kgoext.TopicPartition][]int64{}
+	)
+	c := newConsumer(t, b.Addr, "g-async", "in", kgoext.ExplicitAcks(), kgoext.OnAcknowledged(func(rs []kgoext.AckResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rs {
+			if r.Err != nil {
+				t.Errorf("%v: %v", r.Partition, r.Err)
+			}
+			report[r.Partition] = append(report[r.Partition], r.Offsets...)
+		}
+	}))
+	recs := pollUntil(t, c, kgoext.AckAccept, countAtLeast(6))
+	type outcome struct {
+		res map[kgoext.TopicPartition]error
+		err error
+	}
+	done := make(chan outcome, 1)
+	c.CommitAsync(func(res map[kgoext.TopicPartition]error, err error) { done <- outcome{res, err} })
+	var o outcome
+	select {
+	case o = <-done:
+	case <-testCtx(t).Done():
+		t.Fatal("CommitAsync never completed")
+	}
+	// Some acknowledgements may have gone with a fetch before CommitAsync took the rest.
+	if o.err != nil {
+		t.Fatalf("CommitAsync: %v %v", o.res, o.err)
+	}
+	mu.Lock()
+	sent := 0
+	for _, offs := range report {
+		sent += len(offs)
+	}
+	mu.Unlock()
+	if sent != len(recs) {
+		t.Fatalf("OnAcknowledged saw %d offsets for %d records: %v", sent, len(recs), report)
+	}
+	if again := sentinelOnly(t, b.Addr, cl, "g-async", "in"); len(again) > 0 {
+		t.Fatalf("acknowledged records delivered again: %v", valueCounts(again))
+	}
+}
