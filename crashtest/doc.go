@@ -34,6 +34,13 @@
 //	go test ./crashtest/ -run TestTxnShareAckCrashCycles -txnshare-cycles 1000 -timeout 3h -v   # CI default: 20
 //	EXACTQ_TXNSHARE_CYCLES=1000 go test ./crashtest/ -run TestTxnShareAckCrashCycles -timeout 3h
 //
+// The share tests' clients are kgoext's share consumer (explicit acknowledgements, so a
+// RENEWed record stays held across polls) over plain kgo clients and, for KIP-1289, a
+// transactional kgo client with kgoext.SendShareAcksToTransaction and kgoext.EndTransaction;
+// the lifecycle tests' worker process (internal/eosworker) runs package eos. A test that
+// waits for a condition it cannot be told about polls through internal/await; a sleep in
+// this package paces a fault on purpose.
+//
 // A seed fixes the sequence of decisions (kill delays, SIGKILL or SIGTERM, whether the
 // producers survive the restart, fsync policy, damage positions); the interleaving of
 // producer goroutines and the broker is not deterministic, so a replay reproduces the

@@ -382,19 +382,19 @@ func (p *tsaPipeline) once(c *tsaClients) bool {
 		p.aborted.Add(1)
 		return true
 	}
-	// abortable are the errors after which the transaction can still be aborted and the
-	// clients kept (kgo documents the retry with TryAbort for the coordinator's two).
+	// abortable are the commit errors after which the transaction can still be aborted and
+	// the clients kept (kgo documents the retry with TryAbort for them).
 	abortable := func(err error) bool {
-		return errors.Is(err, kgoext.ErrCommitFailed) || errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.OperationNotAttempted)
+		return errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.OperationNotAttempted)
 	}
 	if err := kgoext.SendShareAcksToTransaction(ctx, c.txn, acks, c.cons.GroupMetadata()); err != nil {
 		if ctx.Err() != nil {
 			return false
 		}
-		if abortable(err) {
-			return abort("stage acks", err)
-		}
-		return fail("stage acks", err)
+		// Whatever failed (a refusal, or a transport error that leaves the staging unknown),
+		// kgoext's answer is to abort, which resolves whatever was staged; if the abort
+		// fails too, the clients are replaced.
+		return abort("stage acks", err)
 	}
 	p.enter(tsaStaged)
 	p.enter(tsaCommit)
