@@ -54,7 +54,9 @@
 // record of the outcome (replay resolves it), then resolves the live partitions in
 // memory; it writes no share state, so no later Update can race the resolution. A
 // staging write refused by the store (for example because the transaction's marker
-// already fenced its epoch) is unstaged: the records are ACQUIRED again.
+// already fenced its epoch) is unstaged: the records are ACQUIRED again. After every
+// step the share partition's refused record-state changes (TakeRefusals) are logged as
+// errors: the transition table is enforced there.
 //
 // # What the broker does (the adapter)
 //
@@ -79,7 +81,12 @@
 //     code. For WriteTxnMarkers on a __share_group_state partition it calls
 //     ApplyMarker with appendMarker = the control-batch append to that partition, and
 //     answers the marker with the returned error's code; markers on other partitions
-//     never reach the share path. Exports TxnStats as metrics.
+//     never reach the share path. Exports TxnStats as metrics (its TX_PENDING gauge
+//     comes from the durable state, right from start-up).
+//   - At start-up, once the store and the transaction coordinator are loaded and before
+//     serving: ResolveOrphanedStagings with the coordinator as TxnOutcomes and the marker
+//     path as MarkerWriter, so stagings whose marker the log lost are resolved
+//     (recover.go).
 //   - Serves DescribeShareGroupOffsets from Offsets, and `exactq share describe` from
 //     Describe.
 //   - Calls Close on shutdown, before closing the store and the logs.
