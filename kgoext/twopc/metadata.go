@@ -2,6 +2,7 @@ package twopc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,13 +18,15 @@ type topicMeta struct {
 
 // metadata returns topics' partitions and leaders from the kgo client's metadata cache,
 // asking a broker when a topic is not cached, after staleMeta was set (a leader moved),
-// and again (up to RequestRetries, with backoff) while a topic is unknown or a partition
-// has no leader, as while a topic is being auto-created.
+// and again, with backoff, while a partition has no leader (up to RequestRetries) or a
+// topic is unknown (up to kgo.UnknownTopicRetries, as kgo's producer: the topic may be
+// being auto-created).
 func (p *Producer) metadata(ctx context.Context, topics []string) (map[string]topicMeta, error) {
 	var last error
+	unknown := 0
 	for try := 0; ; try++ {
 		if try > 0 {
-			if try > p.retries {
+			if try > p.retries || (p.unknownTopicRetries >= 0 && unknown > p.unknownTopicRetries) {
 				return nil, last
 			}
 			if err := sleep(ctx, p.backoff(try)); err != nil {
@@ -61,6 +64,9 @@ func (p *Producer) metadata(ctx context.Context, topics []string) (map[string]to
 		}
 		if !kerr.IsRetriable(err) {
 			return nil, err
+		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			unknown++
 		}
 		last = err
 	}

@@ -344,3 +344,43 @@ func TestCompressionIsKgos(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownTopic: a record for a topic the broker does not have fails at Produce with
+// UNKNOWN_TOPIC_OR_PARTITION (after kgo.UnknownTopicRetries lookups) and leaves the
+// transaction committable; with kgo.AllowAutoTopicCreation the lookup creates the topic.
+func TestUnknownTopic(t *testing.T) {
+	p, addr, _ := begin(t, "tx-unknown")
+	ctx := testCtx(t)
+	res := p.ProduceSync(ctx, &kgo.Record{Topic: "missing", Value: []byte("lost")})
+	if err := res.FirstErr(); !errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, twopc.ErrTransactionAbortable) {
+		t.Fatalf("record for a missing topic: %v", err)
+	}
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("kept")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantReadOnce(t, addr, "kept")
+
+	auto, err := twopc.NewProducer(newClient(t, addr, kgo.AllowAutoTopicCreation()), "tx-auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auto.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := auto.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	r := &kgo.Record{Topic: "created", Value: []byte("new")}
+	if err := auto.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := auto.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readCommitted(t, addr, "created"); len(got["new"]) != 1 || got["new"][0] != r.Offset {
+		t.Fatalf("auto-created topic read %v, record at %d", got, r.Offset)
+	}
+}

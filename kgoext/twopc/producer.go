@@ -25,7 +25,10 @@ type Producer struct {
 	produceTimeout time.Duration
 	autoCreate     bool
 	retries        int
-	backoff        func(int) time.Duration
+	// unknownTopicRetries is kgo.UnknownTopicRetries: metadata lookups of a topic the
+	// brokers do not know before Produce fails its record (-1: never).
+	unknownTopicRetries int
+	backoff             func(int) time.Duration
 
 	// mu serialises the methods and guards everything below.
 	mu    sync.Mutex
@@ -60,8 +63,8 @@ type topicPartition struct {
 // cl: cl's metadata (partition counts and leaders, topic auto-creation as configured
 // with kgo.AllowAutoTopicCreation), its connections and connection retries, and its
 // kgo.RecordPartitioner, kgo.ProducerBatchMaxBytes, kgo.ProducerBatchCompression (the
-// first codec, at its default level), kgo.RequestRetries, kgo.RetryBackoffFn and
-// kgo.ProduceRequestTimeout settings. It sends nothing until InitTransactions or
+// first codec, at its default level), kgo.RequestRetries, kgo.UnknownTopicRetries,
+// kgo.RetryBackoffFn and kgo.ProduceRequestTimeout settings. It sends nothing until InitTransactions or
 // RecoverPreparedTransaction.
 //
 // cl must not be transactional with the same id (its own InitProducerId would abort the
@@ -80,18 +83,19 @@ func NewProducer(cl *kgo.Client, transactionalID string) (*Producer, error) {
 		}
 	}
 	p := &Producer{
-		cl:             cl,
-		txnID:          transactionalID,
-		batchMaxBytes:  optBatchMaxBytes(cl),
-		codec:          optCodec(cl),
-		produceTimeout: optDuration(cl, kgo.ProduceRequestTimeout, 10*time.Second),
-		autoCreate:     optBool(cl, kgo.AllowAutoTopicCreation),
-		retries:        int(optInt(cl, kgo.RequestRetries, 20)),
-		backoff:        optBackoff(cl),
-		id:             noProducerID,
-		seqs:           map[topicPartition]int32{},
-		parts:          map[string]kgo.TopicPartitioner{},
-		buf:            map[topicPartition][]*pendingBatch{},
+		cl:                  cl,
+		txnID:               transactionalID,
+		batchMaxBytes:       optBatchMaxBytes(cl),
+		codec:               optCodec(cl),
+		produceTimeout:      optDuration(cl, kgo.ProduceRequestTimeout, 10*time.Second),
+		autoCreate:          optBool(cl, kgo.AllowAutoTopicCreation),
+		retries:             int(optInt(cl, kgo.RequestRetries, 20)),
+		unknownTopicRetries: int(optInt(cl, kgo.UnknownTopicRetries, 4)),
+		backoff:             optBackoff(cl),
+		id:                  noProducerID,
+		seqs:                map[topicPartition]int32{},
+		parts:               map[string]kgo.TopicPartitioner{},
+		buf:                 map[topicPartition][]*pendingBatch{},
 	}
 	p.partitioner, _ = cl.OptValue(kgo.RecordPartitioner).(kgo.Partitioner)
 	if p.partitioner == nil {
