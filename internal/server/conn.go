@@ -28,7 +28,8 @@ import (
 // The queue holds at most Config.MaxInFlightPerConn replies; a full queue blocks the reader,
 // which stops reading the socket, which pushes back on the client through TCP.
 //
-// Ending: the reader ends on a read or protocol error, a handler panic, a Reply.Close or
+// Ending: the reader ends on a read or protocol error, a handler panic (which stops the whole
+// server, failstop.go), a Reply.Close or
 // Shutdown, and then closes the queue. The writer writes every reply queued before that (so a
 // client sees the answers to the requests before a bad one, as with Kafka, which handles one
 // request per connection at a time), then closes the socket and reports the end. If writing
@@ -223,7 +224,8 @@ func (c *conn) release(charge requestCharge) {
 	c.s.budget.decoded.release(&c.decodedShare, charge.decodedBytes)
 }
 
-// handle calls the handler, turning a panic into a logged connection close.
+// handle calls the handler; a panic stops the server (failstop.go) and, in tests that
+// keep the process, ends this connection.
 func (c *conn) handle(d *decoded) (reply Reply, ok bool) {
 	req := &Request{
 		Key:           d.key,
@@ -235,11 +237,12 @@ func (c *conn) handle(d *decoded) (reply Reply, ok bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("closing connection: handler panic", "key", d.key, "version", d.version,
-				"correlation_id", d.correlationID, "panic", r, "stack", string(debug.Stack()))
+			c.s.handlerPanicked(HandlerPanic{In: "Handle", Key: d.key, Version: d.version,
+				CorrelationID: d.correlationID, Value: r, Stack: debug.Stack()})
 			ok = false
 		}
 	}()
+	injectTestPanic(req)
 	return c.s.h.Handle(c.ctx, req), true
 }
 
@@ -427,14 +430,13 @@ func (c *conn) writeLoop() {
 }
 
 // writeReply resolves, encodes and buffers one reply. It returns false when the connection
-// must close: a write error, a Wait or encoding panic, a response of the wrong kind, or
-// Reply.Close.
+// must close: a write error, a Wait or encoding panic (which stops the server too), a
+// response of the wrong kind, or Reply.Close.
 func (c *conn) writeReply(bw *bufio.Writer, p pending, scratch []byte) (_ []byte, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("closing connection: panic producing response", "key", p.key,
-				"version", p.version, "correlation_id", p.correlationID, "panic", r,
-				"stack", string(debug.Stack()))
+			c.s.handlerPanicked(HandlerPanic{In: "response", Key: p.key, Version: p.version,
+				CorrelationID: p.correlationID, Value: r, Stack: debug.Stack()})
 			ok = false
 		}
 	}()
@@ -513,7 +515,8 @@ func appendResponseHeader(dst []byte, p pending, resp kmsg.Response) []byte {
 func (c *conn) discardReply(p pending) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("panic in Wait after connection failure", "key", p.key, "panic", r)
+			c.s.handlerPanicked(HandlerPanic{In: "discarded Wait", Key: p.key, Version: p.version,
+				CorrelationID: p.correlationID, Value: r, Stack: debug.Stack()})
 		}
 	}()
 	resp := p.reply.Resp
@@ -534,7 +537,8 @@ func (c *conn) armWriteDeadline() {
 func (c *conn) connClosed() {
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("panic in ConnClosed", "panic", r, "stack", string(debug.Stack()))
+			c.s.handlerPanicked(HandlerPanic{In: "ConnClosed", Key: -1, Version: -1,
+				CorrelationID: -1, Value: r, Stack: debug.Stack()})
 		}
 	}()
 	c.s.h.ConnClosed(c.info)

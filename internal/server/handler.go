@@ -17,7 +17,11 @@
 //	ApiVersions at an unsupported version      v0 UNSUPPORTED_VERSION answer listing only
 //	                                           ApiVersions' own range; connection stays open
 //	ApiVersions v3+ with invalid software name INVALID_REQUEST answer
-//	Handler panic / Wait panic                 logged, that connection closed
+//	panic in handler code (Handle, Wait,       logged with its stack at error level; the
+//	ConnClosed, encoding its response)         server stops accepting and the process
+//	                                           exits with status 2 (fail-stop, see
+//	                                           failstop.go; Kafka answers
+//	                                           UNKNOWN_SERVER_ERROR and carries on)
 //
 // In every close case the responses to earlier requests on the connection are written
 // first (Kafka handles one request per connection at a time, so they were already sent).

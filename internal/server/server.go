@@ -60,6 +60,12 @@ type Config struct {
 	// REBOOTSTRAP_REQUIRED to a client that expects another cluster or node.
 	ClusterID string
 	NodeID    int32
+
+	// OnHandlerPanic, when set, is called once instead of exiting the process after
+	// handler code panicked (see failstop.go); the server has logged the panic and closed
+	// its listeners and connections by then. For tests of the fail-stop itself: a broker
+	// leaves it nil.
+	OnHandlerPanic func(HandlerPanic)
 }
 
 func (c Config) withDefaults() Config {
@@ -116,6 +122,8 @@ type Server struct {
 	connsDone        chan struct{} // closed when closing and conns is empty
 	addr             net.Addr      // first listener's address
 	addrReady        chan struct{} // closed once addr is set
+
+	failStop sync.Once // the first handler panic stops the server (failstop.go)
 }
 
 // New returns a server for h. h.APIs is called once, here: the served keys and versions are

@@ -253,38 +253,6 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestHandlerPanicClosesOnlyThatConnection(t *testing.T) {
-	h := newTestHandler()
-	h.handle = func(ctx context.Context, req *Request) Reply {
-		if req.Key == 12 {
-			panic("handler bug")
-		}
-		return Reply{Resp: req.Body.ResponseKind()}
-	}
-	s := startServer(t, Config{}, h)
-	good, bad := dial(t, s), dial(t, s)
-	hb := kmsg.NewPtrHeartbeatRequest()
-	bad.send(hb, 1)
-	bad.expectClosed()
-	<-h.ended
-	req := metadataReq(1)
-	good.send(req, 2)
-	if corr, _ := good.recv(req); corr != 2 {
-		t.Fatalf("correlation id %d", corr)
-	}
-}
-
-func TestWaitPanicClosesConnection(t *testing.T) {
-	h := newTestHandler()
-	h.handle = func(ctx context.Context, req *Request) Reply {
-		return Reply{Wait: func() kmsg.Response { panic("wait bug") }}
-	}
-	s := startServer(t, Config{}, h)
-	c := dial(t, s)
-	c.send(metadataReq(1), 1)
-	c.expectClosed()
-}
-
 func TestWrongResponseKindClosesConnection(t *testing.T) {
 	h := newTestHandler()
 	h.handle = func(ctx context.Context, req *Request) Reply {
