@@ -283,11 +283,10 @@ func (p *part) applyMarker(pid int64, epoch int16, commit bool) MarkerResult {
 				continue
 			}
 			n := b.LastOffset - b.FirstOffset + 1
+			b.DeliveryState = b.resolvedState(commit)
 			if commit {
-				b.DeliveryState = b.TxnCommitState
 				res.Committed += n
 			} else {
-				b.DeliveryState = b.TxnAbortState
 				res.Aborted += n
 				if b.DeliveryState == StateArchived {
 					res.ArchivedOnAbort += n

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/coordlog"
 )
 
 func staged(first, last int64, count int16, pid int64, epoch int16, ack int8) StateBatch {
@@ -383,5 +386,43 @@ func TestStagingsListsPendingTransactions(t *testing.T) {
 	want = []Staging{{0, 7, 4, 1}, {0, 8, 0, 2}}
 	if got := f.s.Stagings(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("stagings after producer 7's marker at epoch 3 %+v, want %+v", got, want)
+	}
+}
+
+// A staged batch whose commit or abort state is missing (-1: written before exactq
+// recorded them, or by another writer) still gets a real state from its marker: the
+// commit state of its ack type, or AVAILABLE on abort. It used to take the -1 as its
+// delivery state, a state no record can be in, which the share partition then refused to
+// restore.
+func TestMarkerGivesRecordedlessStagingsARealState(t *testing.T) {
+	for _, r := range []struct {
+		name   string
+		ack    int8
+		commit bool
+		want   int8
+	}{
+		{"CommitAccept", AckAccept, true, StateAcknowledged},
+		{"CommitReject", AckReject, true, StateArchived},
+		{"AbortAccept", AckAccept, false, StateAvailable},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			f := newFixture(t, 1, 500)
+			k := key("g", 0)
+			must(t, f.s.Initialize(ctx, k, 0, 0))
+			b := staged(0, 4, 1, 7, 0, r.ack)
+			b.TxnCommitState, b.TxnAbortState = -1, -1
+			rec := kmsg.Record{Key: encodeKey(nil, recordKey{Type: recordTypeUpdate, Key: k}),
+				Value: encodeUpdateValue(nil, &updateValue{LeaderEpoch: -1, StartOffset: -1, DeliveryCompleteCount: -1, Batches: []StateBatch{b}})}
+			if _, err := f.mem(k).Append(ctx, coordlog.Batch{Records: []kmsg.Record{rec}, ProducerID: -1}); err != nil {
+				t.Fatal(err)
+			}
+			f.restart()
+			f.marker(k, 7, 1, r.commit)
+			for _, st := range []State{f.mustRead(k, 0), func() State { f.restart(); return f.mustRead(k, 0) }()} {
+				if len(st.Batches) != 1 || st.Batches[0].DeliveryState != r.want {
+					t.Fatalf("resolved batches %+v, want state %d", st.Batches, r.want)
+				}
+			}
+		})
 	}
 }

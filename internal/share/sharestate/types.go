@@ -98,6 +98,31 @@ func (b *StateBatch) clearStaged() {
 	b.TxnProducerID, b.TxnProducerEpoch, b.TxnAckType, b.TxnCommitState, b.TxnAbortState = 0, 0, 0, 0, 0
 }
 
+// resolvedState is the state a marker gives a TX_PENDING batch: the state recorded at
+// staging when the transition table lets a TX_PENDING record reach it on that outcome
+// (commit: ACKNOWLEDGED for an accept, ARCHIVED or ARCHIVING for a reject or a gap;
+// abort: AVAILABLE or ARCHIVED), else the outcome's default: the commit state of the ack
+// type, or AVAILABLE on abort. The recorded state can be missing (-1) in a batch written
+// before exactq recorded it, or by another writer; taking it as is would leave the
+// batch in no state at all. An abort defaulting to AVAILABLE loses nothing: the leader
+// archives an AVAILABLE record already at the delivery limit when it next acquires it.
+func (b *StateBatch) resolvedState(commit bool) int8 {
+	accept := b.TxnAckType == AckAccept
+	if commit {
+		switch s := b.TxnCommitState; {
+		case accept && s == StateAcknowledged, !accept && (s == StateArchived || s == StateArchiving):
+			return s
+		case accept:
+			return StateAcknowledged
+		}
+		return StateArchived
+	}
+	if b.TxnAbortState == StateArchived {
+		return StateArchived
+	}
+	return StateAvailable
+}
+
 // resolvedBy reports whether the batch is staged by pid with an epoch a marker of epoch
 // markerEpoch resolves.
 func (b *StateBatch) resolvedBy(pid int64, markerEpoch int16) bool {
