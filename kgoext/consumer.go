@@ -1256,7 +1256,7 @@ func (c *ShareConsumer) ReleaseAcknowledgements(acks TxnAcks) error {
 
 // AcknowledgementsForTransaction takes every acknowledgement not sent yet (in implicit
 // mode, first accepting every delivered record) out of the normal path, for
-// Producer.SendShareAcksToTransaction: they will not be sent by Poll, CommitSync or Close.
+// SendShareAcksToTransaction: they will not be sent by Poll, CommitSync or Close.
 // Gaps come along as AckGap. When a RELEASE or RENEW is among them it returns
 // ErrAckNotTransactional and takes nothing. Unacknowledged records stay in flight; a
 // second call right after returns no acknowledgements.
@@ -1297,8 +1297,9 @@ func (c *ShareConsumer) AcknowledgementsForTransaction() (TxnAcks, error) {
 // the unacknowledged ones are released, as are records fetched but never returned by Poll.
 // Every share session is closed with those acknowledgements (ShareAcknowledge epoch -1,
 // which also releases anything else the member holds there), then the member leaves the
-// group (heartbeat epoch -1) and the connections close. It waits for fetches in flight (at
-// most MaxWait) unless ctx ends first. It returns the acknowledgement failures.
+// group (heartbeat epoch -1). The kgo client stays open: it is the caller's. It waits for
+// fetches in flight (at most ShareMaxWait) unless ctx ends first. It returns the
+// acknowledgement failures.
 func (c *ShareConsumer) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {

@@ -2,6 +2,7 @@ package kgoext_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"sync"
@@ -33,6 +34,21 @@ type twoNodes struct {
 	// notLeader counts NOT_LEADER_OR_FOLLOWER answers, by API key.
 	mu        sync.Mutex
 	notLeader map[int16]int
+	// txnShareAckCodes are top-level error codes answered, in order, to the next
+	// TxnShareAcknowledge requests instead of serving them (a broker that staged nothing).
+	txnShareAckCodes []int16
+}
+
+// nextTxnShareAckCode pops the next scripted TxnShareAcknowledge error (0: serve it).
+func (tn *twoNodes) nextTxnShareAckCode() int16 {
+	tn.mu.Lock()
+	defer tn.mu.Unlock()
+	if len(tn.txnShareAckCodes) == 0 {
+		return 0
+	}
+	code := tn.txnShareAckCodes[0]
+	tn.txnShareAckCodes = tn.txnShareAckCodes[1:]
+	return code
 }
 
 func startTwoNodes(t *testing.T, tb *testbroker.Broker, topic string) *twoNodes {
@@ -162,6 +178,11 @@ func (v *nodeView) Handle(ctx context.Context, req *server.Request) server.Reply
 			return server.Reply{Resp: resp}
 		}
 	case *txnshare.Request:
+		if code := v.tn.nextTxnShareAckCode(); code != 0 {
+			resp := body.ResponseKind().(*txnshare.Response)
+			resp.ErrorCode = code
+			return server.Reply{Resp: resp}
+		}
 		if id, ok := onlyTopic(len(body.Topics), func(i int) [16]byte { return body.Topics[i].TopicID }); ok && !v.leads(names[id]) {
 			v.refuse(req.Key)
 			resp := body.ResponseKind().(*txnshare.Response)
@@ -338,5 +359,48 @@ func TestSendShareAcksFollowsLeaderMove(t *testing.T) {
 				t.Fatalf("%s committed across the move, delivered again", r.Value)
 			}
 		}
+	}
+}
+
+// TestSendShareAcksRetriesAndFatal: top-level answers that mean "nothing staged, try
+// again" (NOT_ENOUGH_REPLICAS: the coordinator was unreachable; CONCURRENT_TRANSACTIONS;
+// COORDINATOR_LOAD_IN_PROGRESS) are resent and the staging then commits; a fenced producer
+// is returned as its kerr error, not ErrCommitFailed.
+func TestSendShareAcksRetriesAndFatal(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-retry", 1, 3)
+	tn := startTwoNodes(t, b, "in")
+	c := newConsumer(t, tn.addrs[11], "g-retry", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, tn.addrs[11], "tx-retry")
+	ctx := testCtx(t)
+	recs, acks, md := pollAndBegin(t, c, txn, kgoext.AckAccept, countAtLeast(3))
+	tn.mu.Lock()
+	tn.txnShareAckCodes = []int16{kerr.NotEnoughReplicas.Code, kerr.ConcurrentTransactions.Code, kerr.CoordinatorLoadInProgress.Code}
+	tn.mu.Unlock()
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+		t.Fatalf("stage after retriable refusals: %v", err)
+	}
+	if left := tn.nextTxnShareAckCode(); left != 0 {
+		t.Fatalf("scripted refusal %d never asked for", left)
+	}
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitTxnState(t, cl, "tx-retry", "CompleteCommit")
+	for _, r := range sentinelOnly(t, b.Addr, cl, "g-retry", "in") {
+		for _, h := range recs {
+			if string(h.Value) == string(r.Value) {
+				t.Fatalf("%s committed after retries, delivered again", r.Value)
+			}
+		}
+	}
+
+	produceValues(t, cl, "in", 1, 10, 11)
+	_, acks, md = pollAndBegin(t, c, txn, kgoext.AckAccept, hasValue("v10"))
+	tn.mu.Lock()
+	tn.txnShareAckCodes = []int16{kerr.ProducerFenced.Code}
+	tn.mu.Unlock()
+	err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md)
+	if !errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kgoext.ErrCommitFailed) {
+		t.Fatalf("fenced producer: %v, want PRODUCER_FENCED and not ErrCommitFailed", err)
 	}
 }
