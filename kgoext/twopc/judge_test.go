@@ -37,6 +37,7 @@ func TestJudge(t *testing.T) {
 		{kerr.TransactionAbortable, failed},
 		{kerr.MessageTooLarge, failed},
 		{kgo.ErrClientClosed, failed},
+		{errEncode, failed},
 	} {
 		if got := judge(fmt.Errorf("wrapped: %w", c.err)); got != c.want && c.err != nil {
 			t.Errorf("judge(%v) = %d, want %d", c.err, got, c.want)

@@ -399,7 +399,7 @@ func (p *Producer) produceRequest(tps []topicPartition) (*cappedProduce, error) 
 		}
 		enc, err := b.encode(p.id, p.codec)
 		if err != nil {
-			return nil, fmt.Errorf("twopc: encoding a batch for %s[%d]: %w", tp.topic, tp.partition, err)
+			return nil, fmt.Errorf("%w for %s[%d]: %w", errEncode, tp.topic, tp.partition, err)
 		}
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.topic {
 			t := kmsg.NewProduceRequestTopic()
@@ -537,6 +537,9 @@ const (
 	failed
 )
 
+// errEncode marks a batch that could not be encoded: encoding it again fails again.
+var errEncode = errors.New("twopc: encoding a batch")
+
 // judge decides what a partition's answer means for its batch:
 //   - DUPLICATE_SEQUENCE_NUMBER: an earlier attempt was written and its answer lost.
 //   - leadership and topic errors: refresh metadata and resend (same sequence).
@@ -546,14 +549,14 @@ const (
 //     transaction and the previous transaction's markers are still being written; Java
 //     resends too.
 //   - fencing (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, ...) fails the batch, and the
-//     transaction classifies it as fatal; a closed kgo client and everything else not
-//     retriable fail it too.
+//     transaction classifies it as fatal; a closed kgo client, a batch that cannot be
+//     encoded and everything else not retriable fail it too.
 func judge(err error) verdict {
 	switch {
 	case err == nil, errors.Is(err, kerr.DuplicateSequenceNumber):
 		return written
 	case isFatal(err), errors.Is(err, kerr.OutOfOrderSequenceNumber), errors.Is(err, kerr.UnknownProducerID),
-		errors.Is(err, kgo.ErrClientClosed):
+		errors.Is(err, kgo.ErrClientClosed), errors.Is(err, errEncode):
 		return failed
 	case leadershipErr(err), !isKafkaErr(err), kerr.IsRetriable(err), errors.Is(err, kerr.ConcurrentTransactions):
 		return retry
