@@ -362,3 +362,43 @@ func TestDisabledOnBroker(t *testing.T) {
 		t.Fatalf("begin after a fatal error: %v", err)
 	}
 }
+
+// TestRecoverAcrossTransactionVersions: a transaction prepared under transactions v1 (a
+// producer from before transaction.version 2 was finalized) is recovered and completed by
+// a v2 producer: committed, its outputs are read once; aborted, none.
+func TestRecoverAcrossTransactionVersions(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			b := startBroker(t, true)
+			ctx := testCtx(t)
+			createTopics(t, b.Addr, "out")
+			p := newProducer(t, b.Addr, "tx-versions")
+			twopc.ForceTransactionsV1(p)
+			if err := p.InitTransactions(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			recs := produceOuts(t, p, "v1", 3)
+			st, err := p.PrepareTransaction(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := st
+			if !commit {
+				want = twopc.PreparedTxnState{}
+			}
+			q := recoverAndComplete(t, b.Addr, "tx-versions", st, want)
+			if !twopc.UsesTransactionsV2(q) {
+				t.Fatal("the recovering producer does not use transactions v2")
+			}
+			commitOne(t, q, "after")
+			values := []string{"after"}
+			if commit {
+				values = []string{string(recs[0].Value), string(recs[1].Value), string(recs[2].Value), "after"}
+			}
+			wantReadOnce(t, b.Addr, values...)
+		})
+	}
+}
