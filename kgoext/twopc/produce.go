@@ -46,7 +46,8 @@ func runCompletions(cs []completion) {
 
 // Produce buffers r in the open transaction and calls promise (which may be nil) with r
 // and the outcome once r is written or failed; on success r.Partition, r.Offset,
-// r.ProducerID and r.ProducerEpoch are set. Records are sent by Flush,
+// r.ProducerID and r.ProducerEpoch are set (r.Offset is -1 when the broker answered that
+// an earlier attempt, whose answer was lost, wrote the batch). Records are sent by Flush,
 // PrepareTransaction and CommitTransaction, and by Produce itself when r would make its
 // partition's batch larger than the kgo client's kgo.ProducerBatchMaxBytes (Produce then
 // sends what is buffered first and waits for the write, as Flush does). r.Partition is

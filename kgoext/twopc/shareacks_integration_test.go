@@ -300,3 +300,44 @@ func TestRefusedStagingAborts(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptedStagingNotCommitted: a SendShareAcksToTransaction whose ctx ended before
+// anything reached a broker leaves a transaction the coordinator never heard of: the
+// commit is refused as abortable (the acknowledgements were not staged), not fatal, the
+// abort succeeds and the producer goes on.
+func TestInterruptedStagingNotCommitted(t *testing.T) {
+	const group = "sg-interrupted"
+	b := startBroker(t, true)
+	ctx := testCtx(t)
+	createTopics(t, b.Addr, "in", "out")
+	setEarliest(t, b.Addr, group)
+	if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons := newShareConsumer(t, b.Addr, group)
+	p := newProducer(t, b.Addr, "tx-interrupted")
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= 1 })
+	acks, err := cons.AcknowledgementsForTransaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := p.SendShareAcksToTransaction(ended, acks, cons.GroupMetadata()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("staging with an ended ctx: %v", err)
+	}
+	err = p.CommitTransaction(ctx)
+	if !errors.Is(err, twopc.ErrTransactionAbortable) || errors.Is(err, twopc.ErrProducerFatal) {
+		t.Fatalf("commit of acknowledgements never staged: %v", err)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	commitOne(t, p, "next")
+}

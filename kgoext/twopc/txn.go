@@ -55,8 +55,8 @@ type txnState struct {
 	// (the coordinator would answer INVALID_TXN_STATE).
 	started bool
 	// maybeStarted is set when share acknowledgements may or may not have been staged
-	// (the call failed): the transaction ends with EndTxn, and an abort answered
-	// INVALID_TXN_STATE (transactions v1: nothing open) then found nothing to abort.
+	// (the call failed): the transaction ends with EndTxn, and an EndTxn answered
+	// INVALID_TXN_STATE then found no transaction (an abort is done, a commit refused).
 	maybeStarted bool
 	// endSent is true once EndTxn went out: the outcome is the coordinator's, only the
 	// same EndTxn may be retried.
@@ -385,8 +385,19 @@ func (p *Producer) endTransactionLocked(ctx context.Context, commit bool) ([]com
 	if t.started || t.maybeStarted {
 		t.endSent = true
 		next, err := p.endTxn(ctx, commit)
-		if err != nil && !commit && !t.started && errors.Is(err, kerr.InvalidTxnState) {
-			err = nil // the failed staging registered nothing: there was no transaction
+		if err != nil && !t.started && errors.Is(err, kerr.InvalidTxnState) {
+			// The failed staging registered nothing: there is no transaction. An abort
+			// is then done; a commit cannot commit acknowledgements that were never
+			// staged, so the transaction is only abortable, not the producer fatal.
+			if !commit {
+				err = nil
+			} else {
+				t.phase, t.endSent = txnOpen, false
+				if t.abortable == nil {
+					t.abortable = fmt.Errorf("%w: the share acknowledgements were not staged: %w", ErrTransactionAbortable, err)
+				}
+				return done, t.abortable
+			}
 		}
 		if err != nil {
 			if !commit && errors.Is(err, kerr.TransactionAbortable) {
