@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,8 +77,13 @@ func (h *txnHooks) OnProduceRecordBuffered(*kgo.Record) {
 	h.mu.Unlock()
 }
 
-// OnProduceRecordUnbuffered counts records finished, by outcome.
+// OnProduceRecordUnbuffered counts records finished, by outcome. A record produced while
+// no transaction is open belongs to none: kgo refuses it before buffering, and it must not
+// count against the next transaction.
 func (h *txnHooks) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
+	if err != nil && isNotInTransaction(err) {
+		return
+	}
 	h.mu.Lock()
 	if err != nil {
 		h.failed++
@@ -86,6 +92,12 @@ func (h *txnHooks) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
 	}
 	h.mu.Unlock()
 }
+
+// kgoNotInTransaction is the text of kgo's error for a record produced outside a
+// transaction; kgo does not export the error value, so it is matched by its text.
+const kgoNotInTransaction = "cannot produce record transactionally if not in a transaction"
+
+func isNotInTransaction(err error) bool { return strings.Contains(err.Error(), kgoNotInTransaction) }
 
 // resetLocked starts the next transaction's counts.
 func (h *txnHooks) resetLocked() {
@@ -120,7 +132,8 @@ func hooksOf(cl *kgo.Client) *txnHooks {
 // package doc: kgo would not learn a bumped epoch and its next produce would be fenced).
 // Errors are kgo's or the coordinator's (kerr values wrapped); on an error retry with
 // kgo.TryAbort, as kgo documents for cl.EndTransaction. Every transaction in which
-// SendShareAcksToTransaction was called must end here, not with cl.EndTransaction.
+// SendShareAcksToTransaction was called must end here, not with cl.EndTransaction or
+// cl.EndAndBeginTransaction.
 func EndTransaction(ctx context.Context, cl *kgo.Client, commit kgo.TransactionEndTry) error {
 	h := hooksOf(cl)
 	if h == nil {

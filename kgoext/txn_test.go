@@ -321,3 +321,16 @@ func TestGapsStagedWithRecords(t *testing.T) {
 		t.Fatalf("committed inputs delivered again: %v", valueCounts(again))
 	}
 }
+
+// TestRecordOutsideTransactionDoesNotCount: a record produced while no transaction is open
+// fails (kgo refuses it) and does not make the next transaction abort.
+func TestRecordOutsideTransactionDoesNotCount(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-out", 1, 2)
+	c := newConsumer(t, b.Addr, "g-out", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-out")
+	if err := txn.ProduceSync(testCtx(t), &kgo.Record{Topic: "out", Value: []byte("stray")}).FirstErr(); err == nil {
+		t.Fatal("a record outside a transaction was produced")
+	}
+	transformRound(t, c, txn, false, kgo.TryCommit)
+	waitTxnState(t, cl, "tx-out", "CompleteCommit")
+}
