@@ -128,7 +128,7 @@ func (c *coordinator) requestChecked(ctx context.Context, req kmsg.Request, befo
 		}
 		node, err := c.broker(ctx)
 		if err != nil {
-			if ctx.Err() != nil || !retriableCoordinatorErr(err) {
+			if final(ctx, err) || !retriableCoordinatorErr(err) {
 				return nil, err
 			}
 			last = err
@@ -136,7 +136,7 @@ func (c *coordinator) requestChecked(ctx context.Context, req kmsg.Request, befo
 		}
 		if before != nil {
 			if err := before(ctx, node); err != nil {
-				if ctx.Err() != nil || isKafkaErr(err) {
+				if final(ctx, err) || isKafkaErr(err) {
 					return nil, err
 				}
 				c.node, last = -1, err
@@ -145,7 +145,7 @@ func (c *coordinator) requestChecked(ctx context.Context, req kmsg.Request, befo
 		}
 		resp, err := c.cl.Broker(int(node)).RetriableRequest(ctx, req)
 		if err != nil {
-			if ctx.Err() != nil {
+			if final(ctx, err) {
 				return nil, err
 			}
 			// The connection failed (kgo retried it already): the coordinator may have
@@ -171,6 +171,11 @@ func (c *coordinator) requestChecked(ctx context.Context, req kmsg.Request, befo
 func retriableCoordinatorErr(err error) bool {
 	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
 		errors.Is(err, kerr.NotCoordinator) || !isKafkaErr(err)
+}
+
+// final reports transport errors not worth retrying: ctx ended or the kgo client closed.
+func final(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed)
 }
 
 // sleep waits d or until ctx ends.

@@ -51,7 +51,7 @@ func (p *Producer) metadata(ctx context.Context, topics []string) (map[string]to
 			resp, err = p.cl.RequestCachedMetadata(ctx, req, 0)
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if final(ctx, err) {
 				return nil, err
 			}
 			last = err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -94,5 +95,18 @@ func TestLocalErrors(t *testing.T) {
 	}
 	if id, epoch := p.ProducerID(); id != -1 || epoch != -1 {
 		t.Errorf("producer id before InitTransactions: %d/%d", id, epoch)
+	}
+
+	// A closed kgo client ends the call at once instead of being retried until ctx ends.
+	closed := client(kgo.MaxVersions(twopc.Versions()))
+	q, err := twopc.NewProducer(closed, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := q.InitTransactions(short); !errors.Is(err, kgo.ErrClientClosed) {
+		t.Errorf("InitTransactions on a closed client: %v", err)
 	}
 }
