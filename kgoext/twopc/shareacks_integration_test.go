@@ -105,6 +105,48 @@ func setEarliest(t *testing.T, addr, group string) {
 	}
 }
 
+// shareSetup is the start of every test here: a broker with topics in and out, n inputs
+// "v0".."v<n-1>" that a member of group polled and accepted, their acknowledgements taken
+// for a transaction, and a producer (v1: forced to transactions v1) inside a transaction.
+type shareSetup struct {
+	b    *testbroker.Broker
+	cons *kgoext.ShareConsumer
+	p    *twopc.Producer
+	recs []*kgo.Record
+	acks kgoext.TxnAcks
+	md   kgoext.ShareGroupMetadata
+}
+
+func newShareSetup(t *testing.T, group, id string, n int, v1 bool) shareSetup {
+	t.Helper()
+	b := startBroker(t, true)
+	ctx := testCtx(t)
+	createTopics(t, b.Addr, "in", "out")
+	setEarliest(t, b.Addr, group)
+	for i := range n {
+		if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := shareSetup{b: b, cons: newShareConsumer(t, b.Addr, group), p: newProducer(t, b.Addr, id)}
+	if v1 {
+		twopc.ForceTransactionsV1(s.p)
+	}
+	if err := s.p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.recs = pollAccepting(t, s.cons, func(seen []*kgo.Record) bool { return len(seen) >= n })
+	var err error
+	if s.acks, err = s.cons.AcknowledgementsForTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	s.md = s.cons.GroupMetadata()
+	if err := s.p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestShareAcksPrepared: share acknowledgements staged in a prepared transaction, with
 // outputs or alone (consume-only), stay TX_PENDING across a broker restart and are
 // delivered to nobody; a recovering producer completes the transaction: a commit
@@ -117,33 +159,12 @@ func TestShareAcksPrepared(t *testing.T) {
 	}{{"commit", true, true}, {"abort", true, false}, {"consume-only commit", false, true}, {"consume-only abort", false, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			const group, id, n = "sg", "tx-share", 5
-			b := startBroker(t, true)
+			s := newShareSetup(t, group, id, n, false)
+			b, cons, p, acks, md := s.b, s.cons, s.p, s.acks, s.md
 			ctx := testCtx(t)
-			createTopics(t, b.Addr, "in", "out")
-			setEarliest(t, b.Addr, group)
-			for i := range n {
-				if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-			}
-
-			cons := newShareConsumer(t, b.Addr, group)
-			p := newProducer(t, b.Addr, id)
-			if err := p.InitTransactions(ctx); err != nil {
-				t.Fatal(err)
-			}
-			recs := pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= n })
 			counts := map[string]int16{}
-			for _, r := range recs {
+			for _, r := range s.recs {
 				counts[string(r.Value)] = kgoext.DeliveryCount(r)
-			}
-			acks, err := cons.AcknowledgementsForTransaction()
-			if err != nil {
-				t.Fatal(err)
-			}
-			md := cons.GroupMetadata()
-			if err := p.BeginTransaction(); err != nil {
-				t.Fatal(err)
 			}
 			if c.outputs {
 				produceOuts(t, p, "out", n)
@@ -216,28 +237,9 @@ func TestShareAcksPrepared(t *testing.T) {
 // its inputs are never delivered again.
 func TestConsumeOnlyTransaction(t *testing.T) {
 	const group, n = "sg-only", 3
-	b := startBroker(t, true)
+	s := newShareSetup(t, group, "tx-only", n, false)
+	b, cons, p, acks := s.b, s.cons, s.p, s.acks
 	ctx := testCtx(t)
-	createTopics(t, b.Addr, "in")
-	setEarliest(t, b.Addr, group)
-	for i := range n {
-		if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cons := newShareConsumer(t, b.Addr, group)
-	p := newProducer(t, b.Addr, "tx-only")
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= n })
-	acks, err := cons.AcknowledgementsForTransaction()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.SendShareAcksToTransaction(ctx, acks, cons.GroupMetadata()); err != nil {
 		t.Fatal(err)
 	}
@@ -260,33 +262,11 @@ func TestConsumeOnlyTransaction(t *testing.T) {
 func TestRefusedStagingAborts(t *testing.T) {
 	for _, v1 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("v1=%v", v1), func(t *testing.T) {
-			const group = "sg-refused"
-			b := startBroker(t, true)
+			s := newShareSetup(t, "sg-refused", "tx-refused", 1, v1)
+			p, acks, md := s.p, s.acks, s.md
 			ctx := testCtx(t)
-			createTopics(t, b.Addr, "in", "out")
-			setEarliest(t, b.Addr, group)
-			if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte("v")}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			cons := newShareConsumer(t, b.Addr, group)
-			p := newProducer(t, b.Addr, "tx-refused")
-			if v1 {
-				twopc.ForceTransactionsV1(p)
-			}
-			if err := p.InitTransactions(ctx); err != nil {
-				t.Fatal(err)
-			}
-			pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= 1 })
-			acks, err := cons.AcknowledgementsForTransaction()
-			if err != nil {
-				t.Fatal(err)
-			}
-			md := cons.GroupMetadata()
 			md.MemberEpoch += 5
-			if err := p.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			err = p.SendShareAcksToTransaction(ctx, acks, md)
+			err := p.SendShareAcksToTransaction(ctx, acks, md)
 			if !errors.Is(err, twopc.ErrTransactionAbortable) || !errors.Is(err, kgoext.ErrCommitFailed) {
 				t.Fatalf("staging with a stale member epoch: %v", err)
 			}
@@ -306,33 +286,15 @@ func TestRefusedStagingAborts(t *testing.T) {
 // commit is refused as abortable (the acknowledgements were not staged), not fatal, the
 // abort succeeds and the producer goes on.
 func TestInterruptedStagingNotCommitted(t *testing.T) {
-	const group = "sg-interrupted"
-	b := startBroker(t, true)
+	s := newShareSetup(t, "sg-interrupted", "tx-interrupted", 1, false)
+	p, acks, md := s.p, s.acks, s.md
 	ctx := testCtx(t)
-	createTopics(t, b.Addr, "in", "out")
-	setEarliest(t, b.Addr, group)
-	if err := newClient(t, b.Addr).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte("v")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cons := newShareConsumer(t, b.Addr, group)
-	p := newProducer(t, b.Addr, "tx-interrupted")
-	if err := p.InitTransactions(ctx); err != nil {
-		t.Fatal(err)
-	}
-	pollAccepting(t, cons, func(seen []*kgo.Record) bool { return len(seen) >= 1 })
-	acks, err := cons.AcknowledgementsForTransaction()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
 	ended, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := p.SendShareAcksToTransaction(ended, acks, cons.GroupMetadata()); !errors.Is(err, context.Canceled) {
+	if err := p.SendShareAcksToTransaction(ended, acks, md); !errors.Is(err, context.Canceled) {
 		t.Fatalf("staging with an ended ctx: %v", err)
 	}
-	err = p.CommitTransaction(ctx)
+	err := p.CommitTransaction(ctx)
 	if !errors.Is(err, twopc.ErrTransactionAbortable) || errors.Is(err, twopc.ErrProducerFatal) {
 		t.Fatalf("commit of acknowledgements never staged: %v", err)
 	}
