@@ -204,6 +204,12 @@ func TestSendShareAcksNeedsHooks(t *testing.T) {
 	if err := kgoext.EndTransaction(testCtx(t), txn, kgo.TryCommit); !errors.Is(err, kgoext.ErrNoTransactionalHooks) {
 		t.Fatalf("EndTransaction without hooks: %v", err)
 	}
+	// Hooks but kgo's default MaxVersions, which lack TxnShareAcknowledge: kgo would refuse
+	// the key; SendShareAcks says how to build the client.
+	noKey := newClient(t, b.Addr, kgo.TransactionalID("tx-nk"), kgoext.TransactionalHooks())
+	if err := kgoext.SendShareAcksToTransaction(testCtx(t), noKey, acks, md); !errors.Is(err, kerr.UnsupportedVersion) {
+		t.Fatalf("without the key in MaxVersions: %v", err)
+	}
 }
 
 // TestStageRefusals: a member epoch the group does not have, and offsets the member does
