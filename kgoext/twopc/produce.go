@@ -251,6 +251,12 @@ func (p *Producer) flush(ctx context.Context) ([]completion, error) {
 	if err := p.txn.sendErr(); err != nil {
 		return p.failBuffered(err), err
 	}
+	if err := p.bumpEpoch(ctx); err != nil {
+		if p.txn.fatal != nil {
+			return p.failBuffered(p.txn.fatal), p.txn.fatal
+		}
+		return nil, err
+	}
 	var done []completion
 	for round, retried := 0, false; len(p.buf) > 0; round++ {
 		if retried {

@@ -226,6 +226,9 @@ func (p *Producer) initID(ctx context.Context, keep, bump bool) (producerID, err
 		maxVersion(served, kmsg.EndTxn.Int16()) >= tv2MinEndTxn &&
 		maxVersion(served, kmsg.Produce.Int16()) >= tv2MaxProduce
 	p.txn.bump = false
+	if bump {
+		return noProducerID, nil // between transactions: only the epoch changed
+	}
 	p.txn.reset()
 	ongoing := producerID{id: r.OngoingTxnProducerID, epoch: r.OngoingTxnProducerEpoch}
 	if !keep || ongoing.id < 0 {
@@ -418,17 +421,28 @@ func (p *Producer) endTransactionLocked(ctx context.Context, commit bool) ([]com
 			p.setID(next) // v2: every EndTxn bumps the epoch; sequences restart at 0
 		}
 	}
-	bump := t.bump && !t.v2
 	t.reset()
-	if bump && !commit {
-		// Sequence numbers may be out of step with the partitions: bump the epoch before
-		// the next transaction (KIP-360).
-		if _, err := p.initID(ctx, false, true); err != nil {
-			return done, err
-		}
+	if t.v2 {
+		t.bump = false // EndTxn bumped the epoch: sequences start again at 0
 	}
-	t.bump = false
+	if err := p.bumpEpoch(ctx); err != nil && t.fatal != nil {
+		return done, t.fatal
+	}
+	// A bump that failed otherwise is tried again before the next records are sent; the
+	// transaction itself ended.
 	return done, nil
+}
+
+// bumpEpoch bumps the epoch with InitProducerId (KIP-360) when sequence numbers may be out
+// of step with a partition (t.bump), between transactions of transactions v1: a
+// transactional producer cannot bump locally (p.mu held).
+func (p *Producer) bumpEpoch(ctx context.Context) error {
+	t := &p.txn
+	if !t.bump || t.v2 || t.started || t.maybeStarted {
+		return nil
+	}
+	_, err := p.initID(ctx, false, true)
+	return err
 }
 
 // endTxn sends EndTxn until the coordinator decides. Under v2 it returns the bumped
