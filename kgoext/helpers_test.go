@@ -197,23 +197,18 @@ func waitTxnState(t *testing.T, cl *kgo.Client, id, want string) {
 	adm := kadm.NewClient(cl)
 	for {
 		ds, err := adm.DescribeTransactions(ctx, id)
-		if err != nil {
-			t.Fatalf("describe %s: %v", id, err)
-		}
 		d, ok := ds[id]
-		if !ok || d.Err != nil {
-			t.Fatalf("describe %s: %+v", id, d)
-		}
-		switch d.State {
-		case want:
+		switch {
+		case err != nil || !ok || d.Err != nil:
+			// A connection the broker's restart closed, or a coordinator loading: ask again.
+		case d.State == want:
 			return
-		case "Prepare" + want[len("Complete"):]:
-		default:
+		case d.State != "Prepare"+want[len("Complete"):]:
 			t.Fatalf("transaction %s is %s, want %s", id, d.State, want)
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("transaction %s still %s: %v", id, d.State, ctx.Err())
+			t.Fatalf("transaction %s not %s (last: %+v, %v): %v", id, want, d, err, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

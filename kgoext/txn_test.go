@@ -340,3 +340,33 @@ func TestRecordOutsideTransactionDoesNotCount(t *testing.T) {
 	transformRound(t, c, txn, false, kgo.TryCommit)
 	waitTxnState(t, cl, "tx-out", "CompleteCommit")
 }
+
+// TestConsumeOnlyCommitAcrossRestart: the broker (coordinator and share-state store)
+// restarts between staging and the end of a consume-only transaction; EndTransaction's own
+// EndTxn retries until the coordinator is back, the commit lands, and the staged records,
+// durable across the restart, are never delivered again.
+func TestConsumeOnlyCommitAcrossRestart(t *testing.T) {
+	b, cl := shareSetup(t, "in", "g-cr", 1, 4)
+	c := newConsumer(t, b.Addr, "g-cr", "in", kgoext.ExplicitAcks())
+	txn := newTxnClient(t, b.Addr, "tx-cr")
+	ctx := testCtx(t)
+	recs, acks, md := pollAndBegin(t, c, txn, kgoext.AckAccept, countAtLeast(4))
+	if err := kgoext.SendShareAcksToTransaction(ctx, txn, acks, md); err != nil {
+		t.Fatal(err)
+	}
+	b.Restart()
+	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); err != nil {
+		t.Fatalf("consume-only commit across a restart: %v", err)
+	}
+	waitTxnState(t, cl, "tx-cr", "CompleteCommit")
+	for _, r := range sentinelOnly(t, b.Addr, cl, "g-cr", "in") {
+		for _, h := range recs {
+			if string(h.Value) == string(r.Value) {
+				t.Fatalf("%s committed across the restart, delivered again", r.Value)
+			}
+		}
+	}
+	if got := committedOutputs(t, b.Addr, txn); got["end"] != 1 {
+		t.Fatalf("the transaction after: %v", got)
+	}
+}
