@@ -65,6 +65,9 @@ func SendShareAcksToTransaction(ctx context.Context, txn *kgo.Client, acks TxnAc
 	if acks.Len() == 0 {
 		return nil
 	}
+	if err := sendsTxnShareAck(txn); err != nil {
+		return err
+	}
 	pid, epoch, err := txn.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("kgoext: loading the producer id: %w", err)
@@ -131,11 +134,8 @@ func sendShareAcks(ctx context.Context, transport *kgo.Client, producer Producer
 	if acks.Len() == 0 {
 		return false, nil
 	}
-	if v, _ := transport.OptValue(kgo.MaxVersions).(*kversion.Versions); v != nil {
-		if _, ok := v.LookupMaxKeyVersion(txnshare.DefaultAPIKey); !ok {
-			return false, fmt.Errorf("kgoext: the client does not send TxnShareAcknowledge (key %d): build it with kgo.MaxVersions(kgoext.Versions()): %w",
-				txnshare.DefaultAPIKey, kerr.UnsupportedVersion)
-		}
+	if err := sendsTxnShareAck(transport); err != nil {
+		return false, err
 	}
 	meta := newMetaCache(transport)
 	left := make(TxnAcks, len(acks))
@@ -194,6 +194,18 @@ func sendShareAcks(ctx context.Context, transport *kgo.Client, producer Producer
 			return registered, err
 		}
 	}
+}
+
+// sendsTxnShareAck checks that cl's MaxVersions let it send TxnShareAcknowledge: kgo
+// refuses a key its MaxVersions lack.
+func sendsTxnShareAck(cl *kgo.Client) error {
+	if v, _ := cl.OptValue(kgo.MaxVersions).(*kversion.Versions); v != nil {
+		if _, ok := v.LookupMaxKeyVersion(txnshare.DefaultAPIKey); !ok {
+			return fmt.Errorf("kgoext: the client does not send TxnShareAcknowledge (key %d): build it with kgo.MaxVersions(kgoext.Versions()): %w",
+				txnshare.DefaultAPIKey, kerr.UnsupportedVersion)
+		}
+	}
+	return nil
 }
 
 // isFatalTxnErr reports errors that end the producer, not just the transaction.
