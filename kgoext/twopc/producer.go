@@ -45,6 +45,15 @@ type Producer struct {
 	buf   map[topicPartition][]*pendingBatch
 	// staleMeta asks the next metadata lookup to bypass kgo's cache (a leader moved).
 	staleMeta bool
+	// counts caches each topic's partition count for Produce, for metadataMinAge
+	// (kgo.MetadataMinAge).
+	counts         map[string]partitionCount
+	metadataMinAge time.Duration
+}
+
+type partitionCount struct {
+	partitions int
+	at         time.Time
 }
 
 type producerID struct {
@@ -95,6 +104,8 @@ func NewProducer(cl *kgo.Client, transactionalID string) (*Producer, error) {
 		id:                  noProducerID,
 		seqs:                map[topicPartition]int32{},
 		parts:               map[string]kgo.TopicPartitioner{},
+		counts:              map[string]partitionCount{},
+		metadataMinAge:      optDuration(cl, kgo.MetadataMinAge, 5*time.Second),
 		buf:                 map[topicPartition][]*pendingBatch{},
 	}
 	p.partitioner, _ = cl.OptValue(kgo.RecordPartitioner).(kgo.Partitioner)
