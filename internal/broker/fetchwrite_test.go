@@ -141,9 +141,11 @@ func fetchReq(version int16, ids map[string][16]byte, parts ...any) *kmsg.FetchR
 func TestFetchWireMatchesCopying(t *testing.T) {
 	tb := testbroker.Start(t)
 	ids := fetchWireSetup(t, tb)
-	raw := dialRaw(t, tb.Addr)
 	for version := int16(4); version <= 18; version++ {
 		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			// A connection per subtest: rawFetcher fails the test it was dialled for,
+			// and t.Fatal must be called on the subtest's own t.
+			raw := dialRaw(t, tb.Addr)
 			req := fetchReq(version, ids, "big", 0, 0, "big", 1, 7, "big", 2, 0, "big", 7, 0,
 				"small", 0, 1, "small", 1, 99)
 			got := raw.do(req)
