@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/compress"
+	"github.com/exactq/exactq/internal/log"
 	"github.com/exactq/exactq/internal/producerstate"
 )
 
@@ -92,6 +93,9 @@ type Broker struct {
 	producerState producerstate.Config
 	// decompression is the budget of produce-path decompression memory (produce.go).
 	decompression *compress.Budget
+	// cleanerKeys is compaction's key map, log.cleaner.dedupe.buffer.size at most, shared
+	// by every partition's compaction (one at a time: housekeeping runs them in turn).
+	cleanerKeys *log.KeyMap
 	// onOffsetsMarker tells the group coordinator that a transaction marker reached a
 	// __consumer_offsets partition, deciding its pending transactional offset commits.
 	onOffsetsMarker atomic.Pointer[func(partition int32, pid int64, commit bool)]
@@ -128,18 +132,23 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "topics"), 0o755); err != nil {
 		return nil, err
 	}
+	cleanerKeys, err := log.NewKeyMap(defaults.topic.LogCleanerDedupeBufferSize())
+	if err != nil {
+		return nil, err
+	}
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	b := &Broker{
-		cfg:      cfg,
-		logger:   cfg.Logger,
-		now:      cfg.Now,
-		lock:     lock,
-		defaults: defaults,
-		stop:     make(chan struct{}),
-		ratelog:  newRateLog(cfg.Logger, cfg.Now),
+		cleanerKeys: cleanerKeys,
+		cfg:         cfg,
+		logger:      cfg.Logger,
+		now:         cfg.Now,
+		lock:        lock,
+		defaults:    defaults,
+		stop:        make(chan struct{}),
+		ratelog:     newRateLog(cfg.Logger, cfg.Now),
 
 		maxPartitions: defaults.maxBrokerPartitions(),
 		decompression: compress.NewBudget(defaults.topic.DecompressionBudgetBytes(),
@@ -343,7 +352,7 @@ func (b *Broker) RunHousekeeping() {
 				}
 			}
 			if settings.log.Compact {
-				if err := p.log.Compact(); err != nil {
+				if err := p.log.Compact(b.cleanerKeys); err != nil {
 					b.logger.Error("compaction failed", "topic", t.name, "partition", p.index, "err", err)
 				}
 			}

@@ -86,7 +86,7 @@ func TestChunksOutliveTheirSegment(t *testing.T) {
 			if err := l.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if err := l.Compact(); err != nil {
+			if err := l.Compact(tinyKeyMap(t)); err != nil {
 				t.Fatal(err)
 			}
 		}},

@@ -18,7 +18,7 @@ import (
 // Compact applies the Compact cleanup policy to the closed segments (never the active
 // one): for every key, only the record with the highest offset in the cleaned range
 // survives; offsets never change. It is a no-op unless Config.Compact. The broker calls
-// it periodically (Kafka's log cleaner), from one goroutine per log or a shared pool.
+// it periodically (Kafka's log cleaner) for each compacted log in turn, with one KeyMap.
 //
 // What is cleaned: the closed segments whose index files are written, up to the first
 // segment younger than MinCompactionLagMs and below the first offset of any transaction
@@ -45,31 +45,28 @@ import (
 // removed at Open and a missing index is rebuilt by scanning. A cleaned segment that is
 // left empty is deleted, except the first (it holds the log start offset).
 //
-// Memory: the key map holds every distinct key of the cleaned range (Kafka bounds it
-// with log.cleaner.dedupe.buffer.size and cleans in several passes; not yet done here).
-func (l *Log) Compact() error {
+// Memory: keys is bounded (KeyMap, log.cleaner.dedupe.buffer.size). When the keys of the
+// cleaned range do not all fit, compaction runs in passes, as Kafka's cleaner does over
+// successive runs: a pass maps keys from where the last one stopped until the map is full
+// (stopping at a record, possibly mid-segment), then cleans every segment holding offsets
+// below that point with it (a record past it is kept: its key is either not in the map or
+// mapped to an older offset); the next pass goes on from there. Each pass re-reads the
+// segments already cleaned, so the cost grows with the number of passes, not the memory.
+// Compact holds keys for its duration.
+func (l *Log) Compact(keys *KeyMap) error {
 	l.maintMu.Lock()
 	defer l.maintMu.Unlock()
 	cfg := l.config()
 	if !cfg.Compact {
 		return nil
 	}
+	keys.mu.Lock()
+	keys.passes = 0
+	keys.mu.Unlock()
 	nowMs := l.now().UnixMilli()
-	l.mu.RLock()
-	if l.closed {
-		l.mu.RUnlock()
-		return ErrClosed
-	}
-	var segs []*segment
-	for _, s := range l.segs[:len(l.segs)-1] {
-		if s.needIndex || cfg.MinCompactionLagMs > 0 && s.largestTimestamp() > nowMs-cfg.MinCompactionLagMs {
-			break
-		}
-		segs = append(segs, s)
-	}
-	l.mu.RUnlock()
-	if len(segs) == 0 {
-		return nil
+	segs, err := l.compactable(cfg, nowMs, math.MaxInt64)
+	if err != nil || len(segs) == 0 {
+		return err
 	}
 
 	// Pass 1: transaction outcomes and each producer's last batch, from the headers (and
@@ -79,8 +76,15 @@ func (l *Log) Compact() error {
 		pending:   map[int64][]int64{},
 		lastOfPid: map[int64]int64{},
 	}
+	var records int64 // data records in the range: the most keys a pass can meet
+	count := func(b []byte) error {
+		if attributes(b)&batch.AttrControl == 0 {
+			records += int64(int32(binary.BigEndian.Uint32(b[hdrNumRecords:])))
+		}
+		return st.observe(b)
+	}
 	for _, s := range segs {
-		if err := l.eachBatch(s, true, st.observe); err != nil {
+		if err := l.eachBatch(s, true, count); err != nil {
 			return err
 		}
 	}
@@ -94,12 +98,71 @@ func (l *Log) Compact() error {
 	if len(segs) == 0 {
 		return nil
 	}
+	lastBase, end := segs[len(segs)-1].base, segs[len(segs)-1].next
 
-	// Pass 2: the latest offset of every key.
-	latest := map[string]int64{}
+	keys.mu.Lock()
+	defer keys.mu.Unlock()
+	for from := segs[0].base; from < end; {
+		// Map the keys from `from` on, as far as the map holds them.
+		keys.reset(records)
+		keys.passes++
+		mapped, err := l.mapKeys(segs, from, end, keys, &st)
+		if err != nil {
+			return err
+		}
+		// Rewrite each segment below mapped that changes.
+		for i, s := range segs {
+			if s.base >= mapped {
+				break
+			}
+			tombstonesExpire := s.largestTimestamp() < nowMs-cfg.DeleteRetentionMs
+			if err := l.cleanSegment(s, i == 0 && s == l.firstSegment(), &st, keys, tombstonesExpire, cfg, nowMs); err != nil {
+				return err
+			}
+		}
+		from = mapped
+		if from < end { // cleaning replaced or dropped segments: take the current ones
+			if segs, err = l.compactable(cfg, nowMs, lastBase); err != nil || len(segs) == 0 {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// compactable returns the closed segments compaction may clean, in order, up to the one
+// based at lastBase: those whose index files are written, up to the first younger than
+// MinCompactionLagMs.
+func (l *Log) compactable(cfg Config, nowMs, lastBase int64) ([]*segment, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	var segs []*segment
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if s.base > lastBase || s.needIndex || cfg.MinCompactionLagMs > 0 && s.largestTimestamp() > nowMs-cfg.MinCompactionLagMs {
+			break
+		}
+		segs = append(segs, s)
+	}
+	return segs, nil
+}
+
+// errKeyMapFull stops mapKeys' walk once the map takes no new key.
+var errKeyMapFull = errors.New("log: key map full")
+
+// mapKeys fills keys with the latest offset of every key of the records in [from, end),
+// in order, until the map is full; it returns the offset mapping stopped at (end when
+// every record fit).
+func (l *Log) mapKeys(segs []*segment, from, end int64, keys *KeyMap, st *cleanState) (int64, error) {
+	stop := end
 	for _, s := range segs {
+		if s.next <= from {
+			continue
+		}
 		err := l.eachBatch(s, false, func(b []byte) error {
-			if st.skip(b) {
+			if lastOffset(b) < from || st.skip(b) {
 				return nil
 			}
 			h, recs, err := decode(b)
@@ -107,25 +170,24 @@ func (l *Log) Compact() error {
 				return err
 			}
 			for _, r := range recs {
-				if r.Key != nil {
-					latest[string(r.Key)] = h.FirstOffset + int64(r.OffsetDelta)
+				off := h.FirstOffset + int64(r.OffsetDelta)
+				if r.Key == nil || off < from {
+					continue
+				}
+				if !keys.put(r.Key, off) {
+					stop = off
+					return errKeyMapFull
 				}
 			}
 			return nil
 		})
-		if err != nil {
-			return err
+		if errors.Is(err, errKeyMapFull) {
+			return stop, nil
+		} else if err != nil {
+			return 0, err
 		}
 	}
-
-	// Pass 3: rewrite each segment that changes.
-	for i, s := range segs {
-		tombstonesExpire := s.largestTimestamp() < nowMs-cfg.DeleteRetentionMs
-		if err := l.cleanSegment(s, i == 0 && s == l.firstSegment(), &st, latest, tombstonesExpire, cfg, nowMs); err != nil {
-			return err
-		}
-	}
-	return nil
+	return stop, nil
 }
 
 func (l *Log) firstSegment() *segment {
@@ -236,7 +298,7 @@ func decode(b []byte) (kmsg.RecordBatch, []kmsg.Record, error) {
 }
 
 // filter returns the batch to keep in place of b: b itself, a rewritten batch, or nil.
-func (st *cleanState) filter(b []byte, latest map[string]int64, tombstonesExpire bool) ([]byte, error) {
+func (st *cleanState) filter(b []byte, keys *KeyMap, tombstonesExpire bool) ([]byte, error) {
 	attrs, base := attributes(b), batch.BaseOffset(b)
 	if attrs&batch.AttrControl != 0 {
 		return b, nil
@@ -255,7 +317,7 @@ func (st *cleanState) filter(b []byte, latest map[string]int64, tombstonesExpire
 	kept := recs[:0:0]
 	for _, r := range recs {
 		off := h.FirstOffset + int64(r.OffsetDelta)
-		if r.Key != nil && latest[string(r.Key)] > off {
+		if r.Key != nil && keys.get(r.Key) > off {
 			continue // superseded
 		}
 		if r.Value == nil && tombstonesExpire {
@@ -304,11 +366,11 @@ func reencode(h kmsg.RecordBatch, recs []kmsg.Record) ([]byte, error) {
 
 // cleanSegment rewrites one closed segment and swaps it in (see Compact). It does nothing
 // if no batch changes.
-func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, latest map[string]int64, tombstonesExpire bool, cfg Config, nowMs int64) error {
+func (l *Log) cleanSegment(s *segment, first bool, st *cleanState, keys *KeyMap, tombstonesExpire bool, cfg Config, nowMs int64) error {
 	var out [][]byte
 	changed := false
 	err := l.eachBatch(s, false, func(b []byte) error {
-		nb, err := st.filter(b, latest, tombstonesExpire)
+		nb, err := st.filter(b, keys, tombstonesExpire)
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,25 @@ func records(t *testing.T, l *Log) []keyed {
 	return out
 }
 
+// compacted is what compaction leaves of all (in offset order) when the active segment
+// starts at activeBase: in the closed segments, the latest record per key among them; the
+// active segment untouched.
+func compacted(all []keyed, activeBase int64) []keyed {
+	latest := map[string]int64{}
+	for _, r := range all {
+		if r.offset < activeBase {
+			latest[r.key] = r.offset
+		}
+	}
+	var want []keyed
+	for _, r := range all {
+		if r.offset >= activeBase || latest[r.key] == r.offset {
+			want = append(want, r)
+		}
+	}
+	return want
+}
+
 func compactConfig() Config {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 600
@@ -88,25 +107,12 @@ func TestCompactKeepsLatestPerKey(t *testing.T) {
 	activeBase := l.segs[len(l.segs)-1].base
 	l.mu.RUnlock()
 	sizeBefore, endBefore := l.Size(), l.EndOffset()
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string) {
 		got := records(t, l)
-		// Expected: in the closed segments, the latest record per key among them; the
-		// active segment untouched.
-		latest := map[string]int64{}
-		for _, r := range all {
-			if r.offset < activeBase {
-				latest[r.key] = r.offset
-			}
-		}
-		var want []keyed
-		for _, r := range all {
-			if r.offset >= activeBase || latest[r.key] == r.offset {
-				want = append(want, r)
-			}
-		}
+		want := compacted(all, activeBase)
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d records after compaction, want %d: %v", what, len(got), len(want), got)
 		}
@@ -131,7 +137,7 @@ func TestCompactKeepsLatestPerKey(t *testing.T) {
 		t.Fatalf("compaction did not shrink the log: %d -> %d", sizeBefore, l.Size())
 	}
 	// Compacting again changes nothing; new data appends at the same end.
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	check("compacted twice")
@@ -173,14 +179,14 @@ func TestCompactTombstonesAndLag(t *testing.T) {
 		appendT(t, l, makeBatch([]rec{kv("c", fmt.Sprintf("%0100d", i), clk.Ms())}, plain))
 	}
 	l.Sync()
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(records(t, l)); n != 11 {
 		t.Fatalf("compacted within min.compaction.lag.ms: %d records", n)
 	}
 	clk.Advance(6 * time.Second)
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	got := records(t, l)
@@ -188,7 +194,7 @@ func TestCompactTombstonesAndLag(t *testing.T) {
 		t.Fatalf("after compaction: %+v (want b, then a's tombstone at 2)", got[:2])
 	}
 	clk.Advance(5 * time.Second) // tombstone older than delete.retention.ms
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	got = records(t, l)
@@ -234,7 +240,7 @@ func TestCompactTransactions(t *testing.T) {
 	appendT(t, l, makeBatch([]rec{kv("k", "later", ts)}, plain))                           // 9
 	forceRoll(t, l, clk, makeBatch([]rec{kv("z", "active", ts)}, plain))                   // 10
 	l.Sync()
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -273,7 +279,7 @@ func TestCompactCrashStages(t *testing.T) {
 	old := snapshotDir(t, dir)
 	l = openT(t, dir, cfg, clk)
 	oldRecs := records(t, l)
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	newRecs := records(t, l)

@@ -172,3 +172,14 @@ func memTempDir(t testing.TB) string {
 	}
 	return t.TempDir()
 }
+
+// tinyKeyMap is a compaction key map of three slots (two keys): compacting more keys
+// than that takes several passes, so every compaction test covers them.
+func tinyKeyMap(t testing.TB) *KeyMap {
+	t.Helper()
+	m, err := NewKeyMap(3 * keySlotBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -417,7 +417,12 @@ func (r *modelRun) compactOp(t *rapid.T) {
 	cfg := r.cfg
 	cfg.Compact = true
 	r.l.SetConfig(cfg)
-	err := r.l.Compact()
+	// A map of a few slots makes most compactions take several passes.
+	keys, err := NewKeyMap(int64(rapid.IntRange(2, 40).Draw(t, "keyMapSlots")) * keySlotBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.l.Compact(keys)
 	r.l.SetConfig(r.cfg)
 	if err != nil {
 		t.Fatalf("Compact: %v", err)

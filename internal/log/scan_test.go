@@ -74,7 +74,7 @@ func TestScanHeaders(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Compact(); err != nil {
+	if err := l.Compact(tinyKeyMap(t)); err != nil {
 		t.Fatal(err)
 	}
 	if l.NumSegments() < 3 {

@@ -21,6 +21,7 @@ const (
 	hdrLastOffsetDelta = 23 // int32
 	hdrMaxTimestamp    = 35 // int64
 	hdrProducerID      = 43 // int64
+	hdrNumRecords      = 57 // int32
 	hdrCRC             = 17 // uint32
 	hdrPrefix          = 27 // bytes needed to read base offset, length and last offset delta
 )

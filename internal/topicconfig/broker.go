@@ -25,6 +25,7 @@ const (
 	BrokerFetchMaxBytes                   = "fetch.max.bytes"
 	BrokerMaxBrokerPartitions             = "max.broker.partitions"
 	BrokerLogDirs                         = "log.dirs"
+	BrokerLogCleanerDedupeBufferSize      = "log.cleaner.dedupe.buffer.size"
 	BrokerNodeID                          = "node.id"
 	// BrokerDecompressionBudgetBytes is exactq's own (Kafka has no such limit): the
 	// memory all produce-path decompressions may hold at once.
@@ -67,6 +68,10 @@ var brokerDefs = []*Def{
 	// the process's descriptor limit (broker.defaultMaxBrokerPartitions).
 	{Name: BrokerMaxBrokerPartitions, Type: TypeInt, validate: atLeast(1), Valid: "[1,...]",
 		Doc: "Most partitions this broker hosts; CreateTopics, CreatePartitions and auto-creation beyond it get POLICY_VIOLATION. Default: sized from the open-file limit."},
+	// Kafka refuses 1 MiB or less per cleaner thread (KafkaConfig: "must be at least 1MB per
+	// cleaner thread"); exactq compacts on one thread.
+	{Name: BrokerLogCleanerDedupeBufferSize, Type: TypeLong, Default: i64(128 << 20), validate: atLeast(1<<20 + 1), Valid: "[1048577,...]",
+		Doc: "Memory compaction's key map may hold (16-byte key hash and offset per key, filled to 90%); a compaction whose keys do not fit cleans in several passes."},
 	{Name: BrokerDecompressionBudgetBytes, Type: TypeLong, Default: i64(128 << 20), validate: atLeast(1), Valid: "[1,...]",
 		Doc: "exactq only: memory (decoder state and windows) that validating compressed produce batches may hold at once, across all producers; over it a produce waits up to 10 s, then gets REQUEST_TIMED_OUT."},
 	// Coordinator settings exactq reads (group, transaction and share coordinators).
@@ -285,6 +290,11 @@ func (b *BrokerDefaults) MaxBrokerPartitions() (int32, bool) {
 		return 0, false
 	}
 	return b.int32(BrokerMaxBrokerPartitions), true
+}
+
+// LogCleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size (default 128 MiB).
+func (b *BrokerDefaults) LogCleanerDedupeBufferSize() int64 {
+	return b.value(BrokerLogCleanerDedupeBufferSize).(int64)
 }
 
 // DecompressionBudgetBytes is exactq.decompression.budget.bytes (default 128 MiB).
