@@ -16,15 +16,16 @@
 //
 // The *kgo.Client given to NewProducer is the transport: its metadata cache (partition
 // counts, leaders, topic auto-creation as kgo.AllowAutoTopicCreation says), its
-// connections with their retries (kgo.RequestRetries, kgo.RetryBackoffFn), its
-// FindCoordinator routing, and its producer settings kgo.RecordPartitioner,
-// kgo.ProducerBatchMaxBytes, kgo.ProducerBatchCompression and kgo.ProduceRequestTimeout.
+// connections with their retries (kgo.RequestRetries, kgo.RetryBackoffFn,
+// kgo.UnknownTopicRetries, kgo.MetadataMinAge), its FindCoordinator routing, and its
+// producer settings kgo.RecordPartitioner, kgo.ProducerBatchMaxBytes,
+// kgo.ProducerBatchCompression and kgo.ProduceRequestTimeout.
 // Records go in and come out as *kgo.Record; share acknowledgements are kgoext's
 // (kgoext.SendShareAcks). What is ours is the transaction: kgo routes transaction
 // requests by their concrete kmsg type, so InitProducerId v6 and version-capped requests
 // go to the coordinator through (*kgo.Broker).RetriableRequest, with the coordinator
-// errors retried here. The client must allow InitProducerId v6 and TxnShareAcknowledge:
-// kgo.MaxVersions(twopc.Versions()).
+// errors retried here; InitProducerId v6 is encoded by internal/txn/txnwire. The client
+// must allow InitProducerId v6 and TxnShareAcknowledge: kgo.MaxVersions(twopc.Versions()).
 //
 // # Flow
 //
