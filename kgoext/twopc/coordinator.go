@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// coordinator sends requests to the transaction coordinator of one transactional id over
-// the kgo client's connections. kgo routes the transaction requests it knows
+// coordinator sends requests to the transaction coordinator of one transactional id (or
+// to the group coordinator of one group) over the kgo client's connections. kgo routes the transaction requests it knows
 // ((*kgo.Client).Request on a *kmsg.EndTxnRequest, ...) by their concrete kmsg type, so it
 // cannot carry InitProducerId v6 (a txnwire type) nor a request whose version must be
 // capped (EndTxn below v5 for transactions v1): the coordinator is found with a
@@ -20,8 +20,10 @@ import (
 // (*kgo.Broker).RetriableRequest, which retries the connection; the coordinator errors are
 // retried here, as kgo does for its own transactional producer. Used under Producer.mu.
 type coordinator struct {
-	cl      *kgo.Client
-	txnID   string
+	cl *kgo.Client
+	// keyType and key name what is coordinated: a transactional id (1) or a group (0).
+	keyType int8
+	key     string
 	retries int
 	backoff func(int) time.Duration
 	node    int32 // -1: unknown, ask FindCoordinator
@@ -30,12 +32,18 @@ type coordinator struct {
 	versions map[int32]*kmsg.ApiVersionsResponse
 }
 
-// find asks for the coordinator of txnID.
+// Coordinator key types of FindCoordinator.
+const (
+	groupCoordinator int8 = 0
+	txnCoordinator   int8 = 1
+)
+
+// find asks for the coordinator of key.
 func (c *coordinator) find(ctx context.Context) (int32, error) {
 	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorType = 1 // transaction
-	req.CoordinatorKey = c.txnID
-	req.CoordinatorKeys = []string{c.txnID}
+	req.CoordinatorType = c.keyType
+	req.CoordinatorKey = c.key
+	req.CoordinatorKeys = []string{c.key}
 	resp, err := c.cl.Request(ctx, req)
 	if err != nil {
 		return -1, err
@@ -46,7 +54,7 @@ func (c *coordinator) find(ctx context.Context) (int32, error) {
 		code, node = r.Coordinators[0].ErrorCode, r.Coordinators[0].NodeID
 	}
 	if err := kerr.ErrorForCode(code); err != nil {
-		return -1, fmt.Errorf("twopc: FindCoordinator %q: %w", c.txnID, err)
+		return -1, fmt.Errorf("twopc: FindCoordinator %q: %w", c.key, err)
 	}
 	return node, nil
 }

@@ -112,10 +112,15 @@ func NewProducer(cl *kgo.Client, transactionalID string) (*Producer, error) {
 	if p.partitioner == nil {
 		p.partitioner = kgo.StickyKeyPartitioner(nil)
 	}
-	p.coord = coordinator{cl: cl, txnID: transactionalID, retries: p.retries, backoff: p.backoff, node: -1,
-		versions: map[int32]*kmsg.ApiVersionsResponse{}}
+	p.coord = p.newCoordinator(txnCoordinator, transactionalID)
 	p.txn.added = map[topicPartition]bool{}
 	return p, nil
+}
+
+// newCoordinator routes requests for key (a transactional id or a group) over p's client.
+func (p *Producer) newCoordinator(keyType int8, key string) coordinator {
+	return coordinator{cl: p.cl, keyType: keyType, key: key, retries: p.retries, backoff: p.backoff, node: -1,
+		versions: map[int32]*kmsg.ApiVersionsResponse{}}
 }
 
 // Versions is kgoext.Versions() (kversion.Stable() and TxnShareAcknowledge) with
