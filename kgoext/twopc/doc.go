@@ -32,7 +32,7 @@
 //	p, _ := twopc.NewProducer(cl, "job-1")
 //	p.InitTransactions(ctx)            // first start only: aborts what is left open
 //	p.BeginTransaction()
-//	p.Produce(ctx, rec, promise)       // and share acknowledgements (KIP-1289)
+//	p.Produce(ctx, rec, promise)       // and share acknowledgements (KIP-1289) or group offsets
 //	st, err := p.PrepareTransaction(ctx) // phase one: everything is written, the vote is yes
 //	// store st.String() with the external decision
 //	p.CommitTransaction(ctx)           // phase two (or AbortTransaction)
