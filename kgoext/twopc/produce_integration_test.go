@@ -384,3 +384,34 @@ func TestUnknownTopic(t *testing.T) {
 		t.Fatalf("auto-created topic read %v, record at %d", got, r.Offset)
 	}
 }
+
+// TestTopicDeletedMidTransaction: the topic of buffered records is deleted before they
+// are sent: the lookups of its leaders give up after kgo.UnknownTopicRetries, the records
+// fail, the transaction is abortable (not the producer fatal), and the next transaction
+// commits.
+func TestTopicDeletedMidTransaction(t *testing.T) {
+	p, addr, _ := begin(t, "tx-deleted")
+	ctx := testCtx(t)
+	createTopics(t, addr, "doomed")
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: "doomed", Value: []byte("a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var lost error
+	p.Produce(ctx, &kgo.Record{Topic: "doomed", Value: []byte("b")}, func(_ *kgo.Record, err error) { lost = err })
+	resp, err := kadm.NewClient(newClient(t, addr)).DeleteTopics(ctx, "doomed")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Flush(ctx)
+	if !errors.Is(err, twopc.ErrTransactionAbortable) || !errors.Is(err, kerr.UnknownTopicOrPartition) || !errors.Is(lost, twopc.ErrTransactionAbortable) {
+		t.Fatalf("flush to a deleted topic: %v (record: %v)", err, lost)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	commitOne(t, p, "next")
+	wantReadOnce(t, addr, "next")
+}
