@@ -51,5 +51,7 @@
 // batch per partition per Produce request, one request per leader at a time. Batches are
 // compressed with the client's first kgo.ProducerBatchCompression codec at its default
 // level. It suits the transaction sizes of a checkpoint, not a firehose: use
-// a kgo transactional client where two-phase commit is not needed.
+// a kgo transactional client where two-phase commit is not needed. The records are the
+// Producer's own: (*kgo.Client).Flush, BufferedProduceRecords and kgo's produce hooks do
+// not see them.
 package twopc
