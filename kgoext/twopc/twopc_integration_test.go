@@ -402,3 +402,30 @@ func TestRecoverAcrossTransactionVersions(t *testing.T) {
 		})
 	}
 }
+
+// TestClientVersionsDecideTransactionsV1: a kgo client whose MaxVersions stop Produce at
+// v11 cannot speak transactions v2 whatever the broker finalized: the producer uses v1
+// (AddPartitionsToTxn, no epoch bump) and its transactions commit.
+func TestClientVersionsDecideTransactionsV1(t *testing.T) {
+	b := startBroker(t, true)
+	ctx := testCtx(t)
+	createTopics(t, b.Addr, "out")
+	vs := twopc.Versions()
+	vs.SetMaxKeyVersion(0, 11)
+	p, err := twopc.NewProducer(newClient(t, b.Addr, kgo.MaxVersions(vs)), "tx-capped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if twopc.UsesTransactionsV2(p) {
+		t.Fatal("transactions v2 with Produce capped at v11")
+	}
+	_, before := p.ProducerID()
+	commitOne(t, p, "capped")
+	if _, after := p.ProducerID(); after != before {
+		t.Fatalf("epoch %d -> %d: bumped as under v2", before, after)
+	}
+	wantReadOnce(t, b.Addr, "capped")
+}

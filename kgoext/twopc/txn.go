@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/exactq/exactq/internal/txn/txnwire"
 )
@@ -222,9 +224,12 @@ func (p *Producer) initID(ctx context.Context, keep, bump bool) (producerID, err
 	}
 	r := resp.(*txnwire.InitProducerIDResponse)
 	p.setID(producerID{id: r.ProducerID, epoch: r.ProducerEpoch})
+	// Transactions v2 needs the versions that say so from the broker and from the kgo
+	// client, whose kgo.MaxVersions caps every version it sends.
 	p.txn.v2 = !p.txn.forceV1 && feature(served, "transaction.version") >= 2 &&
-		maxVersion(served, kmsg.EndTxn.Int16()) >= tv2MinEndTxn &&
-		maxVersion(served, kmsg.Produce.Int16()) >= tv2MaxProduce
+		maxVersion(served, kmsg.EndTxn.Int16()) >= tv2MinEndTxn && p.clientSends(kmsg.EndTxn.Int16(), tv2MinEndTxn) &&
+		maxVersion(served, kmsg.Produce.Int16()) >= tv2MaxProduce && p.clientSends(kmsg.Produce.Int16(), tv2MaxProduce) &&
+		p.clientSends(kmsg.TxnOffsetCommit.Int16(), tv2MaxTxnOffsetCommit)
 	p.txn.bump = false
 	if bump {
 		return noProducerID, nil // between transactions: only the epoch changed
@@ -241,6 +246,17 @@ func (p *Producer) initID(ctx context.Context, keep, bump bool) (producerID, err
 	p.txn.prepared = PreparedTxnState{ProducerID: ongoing.id, Epoch: ongoing.epoch}
 	p.txn.hasPrepared = true
 	return ongoing, nil
+}
+
+// clientSends reports whether the kgo client's kgo.MaxVersions let it send key at version
+// v.
+func (p *Producer) clientSends(key, v int16) bool {
+	vs, _ := p.cl.OptValue(kgo.MaxVersions).(*kversion.Versions)
+	if vs == nil {
+		return true
+	}
+	max, ok := vs.LookupMaxKeyVersion(key)
+	return ok && max >= v
 }
 
 // BeginTransaction starts a transaction: what is produced and staged until
