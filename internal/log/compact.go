@@ -61,8 +61,8 @@ func (l *Log) Compact(keys *KeyMap) error {
 		return nil
 	}
 	keys.mu.Lock()
+	defer keys.mu.Unlock()
 	keys.passes = 0
-	keys.mu.Unlock()
 	nowMs := l.now().UnixMilli()
 	segs, err := l.compactable(cfg, nowMs, math.MaxInt64)
 	if err != nil || len(segs) == 0 {
@@ -100,8 +100,6 @@ func (l *Log) Compact(keys *KeyMap) error {
 	}
 	lastBase, end := segs[len(segs)-1].base, segs[len(segs)-1].next
 
-	keys.mu.Lock()
-	defer keys.mu.Unlock()
 	for from := segs[0].base; from < end; {
 		// Map the keys from `from` on, as far as the map holds them.
 		keys.reset(records)
