@@ -151,15 +151,17 @@ func newShareSetup(t *testing.T, group, id string, n int, v1 bool) shareSetup {
 // outputs or alone (consume-only), stay TX_PENDING across a broker restart and are
 // delivered to nobody; a recovering producer completes the transaction: a commit
 // acknowledges the inputs (never delivered again) and makes the outputs readable, an
-// abort delivers the inputs again (delivery count one more) and hides the outputs.
+// abort delivers the inputs again (delivery count one more) and hides the outputs. Also
+// for a transaction prepared under transactions v1 and completed by a v2 producer.
 func TestShareAcksPrepared(t *testing.T) {
 	for _, c := range []struct {
-		name            string
-		outputs, commit bool
-	}{{"commit", true, true}, {"abort", true, false}, {"consume-only commit", false, true}, {"consume-only abort", false, false}} {
+		name                string
+		outputs, commit, v1 bool // v1: prepared under transactions v1
+	}{{"commit", true, true, false}, {"abort", true, false, false}, {"consume-only commit", false, true, false},
+		{"consume-only abort", false, false, false}, {"v1 commit", true, true, true}, {"v1 consume-only abort", false, false, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			const group, id, n = "sg", "tx-share", 5
-			s := newShareSetup(t, group, id, n, false)
+			s := newShareSetup(t, group, id, n, c.v1)
 			b, cons, p, acks, md := s.b, s.cons, s.p, s.acks, s.md
 			ctx := testCtx(t)
 			counts := map[string]int16{}
