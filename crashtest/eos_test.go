@@ -23,7 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactq/exactq/crashtest/internal/await"
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/brokerproc"
 )
 

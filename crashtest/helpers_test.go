@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactq/exactq/crashtest/internal/await"
+	"github.com/exactq/exactq/internal/await"
 )
 
 // loc is where a record was acknowledged.

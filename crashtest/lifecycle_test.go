@@ -23,9 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/brokerproc"
-
-	"github.com/exactq/exactq/crashtest/internal/await"
 )
 
 // The checkpoint-lifecycle crash tests (issue 7, acceptance 1 and 2) run worker PROCESSES

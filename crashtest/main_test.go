@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/brokerproc"
-
-	"github.com/exactq/exactq/crashtest/internal/await"
 )
 
 var (

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/crashtest/internal/await"
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/kgoext"
 )
 

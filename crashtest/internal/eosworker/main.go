@@ -54,8 +54,8 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/client"
-	"github.com/exactq/exactq/crashtest/internal/await"
 	"github.com/exactq/exactq/eos"
+	"github.com/exactq/exactq/internal/await"
 )
 
 // The steps of a checkpoint where the test puts faults.

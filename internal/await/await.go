@@ -1,6 +1,8 @@
-// Package await is how the crash tests, and the worker process they run, wait for a
-// condition they cannot be told about: they ask again at a fixed interval, for a bounded
-// time. It is the only such loop in crashtest; a sleep there paces a fault on purpose.
+// Package await is how the tests of the whole module (and the crash tests' worker
+// process) wait for a condition they cannot be told about: they ask again at a fixed
+// interval, for a bounded time. It is the one such loop in the repository, so that every
+// wait has a deadline and says what it last saw; a sleep left in a test paces a fault or a
+// load on purpose, and says so.
 package await
 
 import (
