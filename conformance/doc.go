@@ -14,5 +14,11 @@
 // the group admin RPCs on share groups; features_wire_test.go covers UpdateFeatures and the
 // finalized features of ApiVersions.
 //
+// Broker behaviour the old Go client's integration tests checked, kept when the client was
+// replaced by kgo: topic_admin_wire_test.go (Kafka's refusal messages for topic admin),
+// fetch_session_wire_test.go (KIP-227 incremental fetch sessions over the wire) and
+// txn_offsets_wire_test.go (a transaction holding only consumer-group offsets, under
+// transactions v1 and v2).
+//
 // The package has no non-test code.
 package conformance
