@@ -266,8 +266,9 @@ func (s *signal) fired() bool {
 	}
 }
 
-// await waits for s or fails the test after d.
-func await(t *testing.T, s *signal, d time.Duration, what string, failed func() error) {
+// waitSignal waits for s (at once, not at the next poll: the tests fault what s marks the
+// middle of) or fails the test after d or once failed reports an error.
+func waitSignal(t *testing.T, s *signal, d time.Duration, what string, failed func() error) {
 	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
@@ -373,7 +374,7 @@ func TestKgoGroupTransactSessionEOS(t *testing.T) {
 	}
 	members = append(members, a)
 	a.run()
-	await(t, aMid, 60*time.Second, "member A half-way through its 4th transaction", anyFailed)
+	waitSignal(t, aMid, 60*time.Second, "member A half-way through its 4th transaction", anyFailed)
 	t.Logf("A is mid-transaction 4; starting B (%v)", time.Since(start).Round(time.Millisecond))
 
 	// Member B joins: a rebalance while A's transaction is open. B crashes half-way
@@ -395,11 +396,11 @@ func TestKgoGroupTransactSessionEOS(t *testing.T) {
 	}
 	members = append(members, b)
 	b.run()
-	await(t, bJoined, 60*time.Second, "member B assigned partitions", anyFailed)
-	await(t, aRevoked, 30*time.Second, "member A revoked partitions mid-transaction", anyFailed)
+	waitSignal(t, bJoined, 60*time.Second, "member B assigned partitions", anyFailed)
+	waitSignal(t, aRevoked, 30*time.Second, "member A revoked partitions mid-transaction", anyFailed)
 	t.Logf("rebalance done: B has partitions, A revoked some mid-transaction (%v)", time.Since(start).Round(time.Millisecond))
 
-	await(t, bMid, 60*time.Second, "member B half-way through its 2nd transaction", anyFailed)
+	waitSignal(t, bMid, 60*time.Second, "member B half-way through its 2nd transaction", anyFailed)
 	txb := describeTxn(t, adm, "eos-tx-b")
 	if txb.State != "Ongoing" || len(txb.Topics[eosOutTopic]) == 0 {
 		t.Fatalf("B mid-transaction: DescribeTransactions eos-tx-b = state %q topics %v, want Ongoing on %s", txb.State, txb.Topics, eosOutTopic)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/internal/await"
 )
 
 // ctxFor returns a context that ends after d or at test cleanup, whichever comes first.
@@ -53,16 +55,8 @@ func createTopic(t *testing.T, adm *kadm.Client, topic string, partitions int32,
 // for waiting out time.
 func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v: %v", what, d, err)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval, not synchronization
+	if err := await.Until(d, 20*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: still not true after %v: %v", what, d, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/testbroker"
 )
 
@@ -539,15 +541,13 @@ func recordOffsets(t testing.TB, b []byte) map[int64]bool {
 // saw, for the failure message.
 func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(pollDeadline)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
+	err := await.Until(pollDeadline, 20*time.Millisecond, func() error {
+		if ok, seen := cond(); !ok {
+			return errors.New(seen)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v (last: %s)", what, pollDeadline, seen)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not reached within %v (last: %s)", what, pollDeadline, err)
 	}
 }

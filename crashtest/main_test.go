@@ -1,18 +1,14 @@
 package crashtest
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/brokerproc"
 )
 
@@ -37,24 +33,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "exactq-crashtest-bin-")
+	bin, remove, err := brokerproc.BuildTemp("exactq-crashtest-bin-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := brokerproc.ModuleRoot(".")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	exactqBin = filepath.Join(dir, "exactq")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := brokerproc.Build(ctx, root, exactqBin); err != nil {
 		fmt.Fprintln(os.Stderr, "crashtest:", err)
 		return 1
 	}
+	defer remove()
+	exactqBin = bin
 	return m.Run()
 }
 
@@ -85,35 +70,13 @@ func startBroker(t *testing.T, dataDir, listen, fsync string) *brokerproc.Proces
 // it at the end of the test.
 func startBrokerOpts(t *testing.T, opts brokerproc.Options) *brokerproc.Process {
 	t.Helper()
-	p, err := tryStartBroker(t, opts)
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	return p
-}
-
-// tryStartBroker is startBrokerOpts returning the error.
-func tryStartBroker(t *testing.T, opts brokerproc.Options) (*brokerproc.Process, error) {
-	t.Helper()
 	if opts.Binary == "" {
 		opts.Binary = exactqBin
 	}
-	listen := opts.Listen
-	var p *brokerproc.Process
-	// A fixed port (a restart that clients reconnect to) can be briefly held by a client
-	// socket that the kernel gave it as an ephemeral local port; retry until it is free.
-	err := await.Until(15*time.Second, 100*time.Millisecond, func() error {
-		var err error
-		p, err = brokerproc.Start(opts)
-		if err == nil || listen == "" || !strings.Contains(err.Error(), "address already in use") {
-			return await.Stop(err)
-		}
-		t.Logf("port %s in use, retrying: %v", listen, err)
-		return err
-	})
+	p, err := brokerproc.Start(opts)
 	if err != nil {
-		return nil, err
+		t.Fatalf("start broker: %v", err)
 	}
 	t.Cleanup(p.Kill)
-	return p, nil
+	return p
 }

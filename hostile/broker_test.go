@@ -96,14 +96,7 @@ func (b *broker) start(listen string) error {
 	if os.Getenv("EXACTQ_TEST_LOG") != "" {
 		opts.Echo = os.Stderr
 	}
-	p, err := brokerproc.Start(opts)
-	// A restart on a fixed port can find it briefly held by a client socket the kernel gave
-	// it as an ephemeral port.
-	for deadline := time.Now().Add(15 * time.Second); err != nil && listen != "" &&
-		strings.Contains(err.Error(), "address already in use") && time.Now().Before(deadline); {
-		<-time.After(100 * time.Millisecond)
-		p, err = brokerproc.Start(opts)
-	}
+	p, err := brokerproc.Start(opts) // a restart on b.addr waits for the port to be free
 	if err != nil {
 		return err
 	}

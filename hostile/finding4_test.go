@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/internal/await"
 )
 
 // Finding 4: committed offsets outlived their topic, so a group resuming on a topic of the
@@ -31,10 +33,12 @@ func TestOffsetsDeletedWithTopic(t *testing.T) {
 			if _, err := adm.DeleteTopic(ctx, topic); err != nil {
 				t.Fatalf("delete: %v", err)
 			}
-			waitFor(t, 10*time.Second, "the topic to be gone", func() bool {
+			if err := await.Until(10*time.Second, 10*time.Millisecond, func() error {
 				_, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
-				return err == nil
-			})
+				return err
+			}); err != nil {
+				t.Fatalf("the deleted topic could not be created again: %v", err)
+			}
 			checkNoOffset(t, adm, topic, group, "after DeleteTopics and CreateTopics")
 		},
 		after: func(t *testing.T, h *harness) {

@@ -20,6 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/await"
 )
 
 // Finding 8, the smaller items, each against a real broker with the victim beside it.
@@ -51,7 +53,7 @@ func TestFetchMaxBytesHuge(t *testing.T) {
 			// a response or the heap growing with MaxBytes, without taking both CPUs.
 			repeat(sized(2*time.Second, 10*time.Second), 2, func(int, int) {
 				hugeFetch(t, h.addr(), topic, fetchMaxBytes+valueBytes+4096)
-				<-time.After(50 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond) // paces the attacker (see above)
 			})
 		},
 	})
@@ -107,7 +109,7 @@ func TestInventedProducerIDs(t *testing.T) {
 			// encoding takes CPU the victim would have had on two shared cores.
 			repeatN(requests, 2, func(i int, c *rawConn) {
 				code := produceInventedIDs(t, c, topic, partitions, int64(i)*partitions+1<<40)
-				<-time.After(2 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond) // paces the attacker (see above)
 				mu.Lock()
 				codes[code]++
 				mu.Unlock()
@@ -215,8 +217,9 @@ func TestManyShareGroups(t *testing.T) {
 				codes[code]++
 				mu.Unlock()
 			}, h.addr())
-			// Let the groups' assignments and state settle before measuring.
-			<-time.After(500 * time.Millisecond)
+			// Let the groups' assignments and state settle before measuring: there is no
+			// event to wait for, only a heap that stops growing.
+			time.Sleep(500 * time.Millisecond)
 			growth := h.b.peakRSS.Load() - before
 			t.Logf("ShareGroupHeartbeat answers by error code: %v; RSS grew %s for %d groups (%d B a group)",
 				codes, mib(growth), groups, growth/int64(groups))
@@ -277,14 +280,16 @@ func TestFullDiskWhileRunning(t *testing.T) {
 			}
 			// Hold the disk full while the victim writes too: its writes fail, the broker
 			// stays up and says why in its log.
-			<-time.After(time.Second)
+			time.Sleep(time.Second)
 			if logs := h.b.p.Logs(); !strings.Contains(logs, "no space left on device") {
 				t.Errorf("a full disk logged nothing; log tail:\n%s", tail(logs, 10))
 			}
 			free()
-			waitFor(t, 20*time.Second, "writes to resume once space was freed", func() bool {
-				return produceOne(cl, topic, value) == nil
-			})
+			if err := await.Until(20*time.Second, 10*time.Millisecond, func() error {
+				return produceOne(cl, topic, value)
+			}); err != nil {
+				t.Fatalf("writes did not resume once space was freed: %v", err)
+			}
 		},
 	})
 }
@@ -370,9 +375,15 @@ func TestLongestTopicNames(t *testing.T) {
 				}
 			}
 			for _, name := range names {
-				waitFor(t, 10*time.Second, "the deleted topic's files to go", func() bool {
-					return len(filesNamed(t, h.b.opts.dataDir, name[:len("longNNN-")])) == 0
+				err := await.Until(10*time.Second, 10*time.Millisecond, func() error {
+					if left := filesNamed(t, h.b.opts.dataDir, name[:len("longNNN-")]); len(left) > 0 {
+						return fmt.Errorf("files left: %v", left)
+					}
+					return nil
 				})
+				if err != nil {
+					t.Fatalf("the deleted topic's files never went: %v", err)
+				}
 			}
 		},
 		after: func(t *testing.T, h *harness) {

@@ -1,13 +1,11 @@
 package hostile
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/exactq/exactq/internal/brokerproc"
 )
@@ -26,25 +24,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "exactq-hostile-bin-")
+	bin, remove, err := brokerproc.BuildTemp("exactq-hostile-bin-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := brokerproc.ModuleRoot(".")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	exactqBin = filepath.Join(dir, "exactq")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := brokerproc.Build(ctx, root, exactqBin); err != nil {
 		fmt.Fprintln(os.Stderr, "hostile:", err)
 		return 1
 	}
-	brokerScript = filepath.Join(dir, "exactq-limited")
+	defer remove()
+	exactqBin = bin
+	brokerScript = filepath.Join(filepath.Dir(bin), "exactq-limited")
 	if err := writeLimitScript(brokerScript, exactqBin); err != nil {
 		fmt.Fprintln(os.Stderr, "hostile:", err)
 		return 1

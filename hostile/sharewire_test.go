@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/await"
 )
 
 // shareMember is a share-group member spoken by hand (ShareGroupHeartbeat, ShareFetch,
@@ -32,29 +34,30 @@ func newMemberID() string {
 func joinShareGroup(t *testing.T, c *rawConn, group, topic string) *shareMember {
 	t.Helper()
 	m := &shareMember{c: c, group: group, memberID: newMemberID()}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	err := await.Until(20*time.Second, 100*time.Millisecond, func() error {
 		req := kmsg.NewPtrShareGroupHeartbeatRequest()
 		req.SetVersion(1)
 		req.GroupID, req.MemberID, req.MemberEpoch = group, m.memberID, m.epoch
 		req.SubscribedTopicNames = []string{topic}
 		resp, err := c.roundTrip(req, 10*time.Second)
 		if err != nil {
-			t.Fatalf("ShareGroupHeartbeat: %v", err)
+			return await.Stop(fmt.Errorf("ShareGroupHeartbeat: %v", err))
 		}
 		hb := resp.(*kmsg.ShareGroupHeartbeatResponse)
 		if hb.ErrorCode != 0 {
-			t.Fatalf("ShareGroupHeartbeat: error %d", hb.ErrorCode)
+			return await.Stop(fmt.Errorf("ShareGroupHeartbeat: error %d", hb.ErrorCode))
 		}
 		m.epoch = hb.MemberEpoch
-		if hb.Assignment != nil && len(hb.Assignment.TopicPartitions) > 0 {
-			m.topicID = hb.Assignment.TopicPartitions[0].TopicID
-			return m
+		if hb.Assignment == nil || len(hb.Assignment.TopicPartitions) == 0 {
+			return fmt.Errorf("share member of %s never assigned %s", group, topic)
 		}
-		<-time.After(100 * time.Millisecond)
+		m.topicID = hb.Assignment.TopicPartitions[0].TopicID
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("share member of %s never assigned %s", group, topic)
-	return nil
+	return m
 }
 
 // fetch sends one ShareFetch for partition 0 and returns the acquired ranges.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactq/exactq/internal/await"
 )
 
 const (
@@ -124,13 +126,19 @@ func startVictim(t *testing.T, addr string, share bool) *victim {
 		v.loop(func() { v.shareConsume(runCtx) }, runCtx)
 	}
 	t.Cleanup(v.stop)
-	waitFor(t, 30*time.Second, "victim clients to move records", func() bool {
+	err = await.Until(30*time.Second, 10*time.Millisecond, func() error {
 		now := time.Now()
 		p, _ := v.produced.window(time.Time{}, now)
 		c, _ := v.consumed.window(time.Time{}, now)
 		s, _ := v.shared.window(time.Time{}, now)
-		return p > 10 && c > 0 && (!share || s > 0)
+		if p > 10 && c > 0 && (!share || s > 0) {
+			return nil
+		}
+		return fmt.Errorf("%d records produced, %d consumed, %d share-consumed", p, c, s)
 	})
+	if err != nil {
+		t.Fatalf("victim clients never moved records: %v", err)
+	}
 	return v
 }
 
@@ -323,18 +331,6 @@ func readAll(t *testing.T, addr, topic string) map[int32]map[int64]string {
 		})
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or timeout passes (then fails the test).
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-time.After(10 * time.Millisecond)
-	}
 }
 
 // countTopics is the number of topics Metadata lists (internal ones excluded).

@@ -12,6 +12,7 @@ package broker_test
 // Every test starts its own broker and runs in parallel with the others.
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/share/sharestate"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/txnshare"
@@ -230,18 +232,14 @@ func cfNothingDelivered(t *testing.T, m *shareMember, parts ...int32) {
 // cond's description of what it saw last.
 func cfEventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(cfWait)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, saw := cond()
-		if ok {
-			return
+	err := await.Until(cfWait, 5*time.Millisecond, func() error {
+		if ok, saw := cond(); !ok {
+			return errors.New(saw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v; last saw %s", what, cfWait, saw)
-		}
-		<-tick.C
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not reached within %v; last saw %s", what, cfWait, err)
 	}
 }
 

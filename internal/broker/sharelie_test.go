@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"maps"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/batch"
 	"github.com/exactq/exactq/internal/log"
 	"github.com/exactq/exactq/internal/testbroker"
@@ -114,9 +116,9 @@ func TestShareLyingBatchOverTheWire(t *testing.T) {
 	ft.TopicID = m2.topicID
 	ft.Partitions = append(ft.Partitions, kmsg.NewShareFetchRequestTopicPartition())
 	sf.Topics = append(sf.Topics, ft)
+	// The share fetch waits up to MaxWaitMillis itself, so it is asked again at once.
 	var acquired []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
-	deadline := time.Now().Add(20 * time.Second)
-	for len(acquired) == 0 && time.Now().Before(deadline) {
+	_ = await.Until(20*time.Second, 0, func() error {
 		if n := allocatedDuring(func() {
 			resp, err := sf.RequestWith(ctxT(t), cl)
 			if err != nil || resp.ErrorCode != 0 {
@@ -131,7 +133,11 @@ func TestShareLyingBatchOverTheWire(t *testing.T) {
 			t.Fatalf("a record_limit share fetch allocated %d bytes", n)
 		}
 		sf.ShareSessionEpoch++
-	}
+		if len(acquired) == 0 {
+			return errors.New("nothing acquired") // the check below says what was wanted
+		}
+		return nil
+	})
 	if len(acquired) != 1 || acquired[0].FirstOffset != 1 || acquired[0].LastOffset != 5 || acquired[0].DeliveryCount != 2 {
 		t.Fatalf("record_limit acquired %+v, want 1-5 delivered a second time", acquired)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/exactq/exactq/internal/await"
 )
 
 // ServingLine is the text exactq logs to stderr once it accepts connections.
@@ -56,6 +59,30 @@ func Build(ctx context.Context, moduleRoot, out string) error {
 	return nil
 }
 
+// BuildTemp builds ./cmd/exactq of the module enclosing the working directory into a new
+// temporary directory, for a TestMain that builds the broker once for all of its tests. It
+// returns the binary's path and a function that removes the directory; the build may take
+// up to 5 minutes (a cold build cache on a loaded machine).
+func BuildTemp(prefix string) (bin string, remove func(), err error) {
+	root, err := ModuleRoot(".")
+	if err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { _ = os.RemoveAll(dir) }
+	bin = filepath.Join(dir, "exactq")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := Build(ctx, root, bin); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return bin, remove, nil
+}
+
 // Options say how to start the broker.
 type Options struct {
 	Binary  string // path to the exactq binary
@@ -91,8 +118,14 @@ type Process struct {
 	attached bool // from Attach: not ours to stop
 }
 
+// portInUseWait bounds how long Start waits for a fixed listen port to be free.
+const portInUseWait = 15 * time.Second
+
 // Start starts `exactq serve` and returns once it logs the serving line, or an error with
-// its stderr when it exits or times out first.
+// its stderr when it exits or times out first. A fixed Listen port (a restart on the port
+// clients reconnect to) can be held for a moment by a client socket that the kernel gave
+// it as an ephemeral local port: while the broker exits with "address already in use",
+// Start starts it again, for up to 15 s.
 func Start(opts Options) (*Process, error) {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
@@ -100,6 +133,23 @@ func Start(opts Options) (*Process, error) {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 60 * time.Second
 	}
+	if _, port, err := net.SplitHostPort(opts.Listen); err != nil || port == "0" {
+		return start(opts)
+	}
+	var p *Process
+	err := await.Until(portInUseWait, 100*time.Millisecond, func() error {
+		var err error
+		p, err = start(opts)
+		if err != nil && strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		return await.Stop(err)
+	})
+	return p, err
+}
+
+// start is one attempt of Start, its options defaulted.
+func start(opts Options) (*Process, error) {
 	args := []string{"serve", "--listen", opts.Listen, "--data-dir", opts.DataDir}
 	if opts.Fsync != "" {
 		args = append(args, "--fsync", opts.Fsync)

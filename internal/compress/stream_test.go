@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/internal/alloctest"
+	"github.com/exactq/exactq/internal/await"
 	"github.com/klauspost/compress/snappy/xerial"
 	"github.com/klauspost/compress/zstd"
 )
@@ -237,13 +238,16 @@ func TestBudgetConcurrent(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds, failing the test after 5 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met")
+	err := await.Until(5*time.Second, time.Millisecond, func() error {
+		if !cond() {
+			return errors.New("condition not met")
 		}
-		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/exactq/exactq/internal/await"
 )
 
 // served asserts that c's connection is served: a Metadata request is answered.
@@ -21,12 +24,14 @@ func (c *rawClient) served(corr int32) {
 // waitUntil polls cond until it holds, failing the test after safetyDeadline.
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(safetyDeadline)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+	err := await.Until(safetyDeadline, time.Millisecond, func() error {
+		if !cond() {
+			return errors.New("timed out waiting until " + what)
 		}
-		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
