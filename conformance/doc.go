@@ -16,9 +16,10 @@
 //
 // Broker behaviour the old Go client's integration tests checked, kept when the client was
 // replaced by kgo: topic_admin_wire_test.go (Kafka's refusal messages for topic admin),
-// fetch_session_wire_test.go (KIP-227 incremental fetch sessions over the wire) and
+// fetch_session_wire_test.go (KIP-227 incremental fetch sessions over the wire),
 // txn_offsets_wire_test.go (a transaction holding only consumer-group offsets, under
-// transactions v1 and v2).
+// transactions v1 and v2) and txn_admin_wire_test.go (ListTransactions,
+// DescribeTransactions and DescribeProducers of an open, then committed, transaction).
 //
 // The package has no non-test code.
 package conformance
