@@ -26,8 +26,8 @@
 // consumers ACCEPT, RELEASE, REJECT and hold records, and checks after the restart that
 // confirmed ACCEPTs and REJECTs stick, released and in-flight records come back, and the
 // group drains to start offset N with lag 0. TestTxnShareAckCrashCycles (transactional share
-// acknowledgements, KIP-1289) kills the broker under a share-consume → transactional-produce
-// pipeline and checks every input is acknowledged or archived with its output committed
+// acknowledgements, KIP-1289) kills the broker under the example share-consume →
+// transactional-produce pipeline (examples/sharepipeline) and checks every input is acknowledged or archived with its output committed
 // exactly once (none for rejected inputs), nothing stuck TX_PENDING, no aborted output visible:
 //
 //	go test ./crashtest/ -run TestShareStateSurvivesKill -share-cycles 100 -v   # CI default: 6
@@ -35,8 +35,9 @@
 //	EXACTQ_TXNSHARE_CYCLES=1000 go test ./crashtest/ -run TestTxnShareAckCrashCycles -timeout 3h
 //
 // The share tests' clients are kgoext's share consumer (explicit acknowledgements, so a
-// RENEWed record stays held across polls) over plain kgo clients and, for KIP-1289, a
-// transactional kgo client with kgoext.SendShareAcksToTransaction and kgoext.EndTransaction;
+// RENEWed record stays held across polls) over plain kgo clients and, for KIP-1289, over
+// the example pipeline's transactional kgo client, with kgoext.SendShareAcksToTransaction
+// and kgoext.EndTransaction;
 // the lifecycle tests' worker process (internal/eosworker) runs package eos. A test that
 // waits for a condition it cannot be told about polls through internal/await; a sleep in
 // this package paces a fault on purpose.

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/examples/sharepipeline"
 	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/kgoext"
 )
@@ -67,19 +68,21 @@ const (
 
 func (p tsaPhase) String() string { return [...]string{"any", "staged", "commit", "committed"}[p] }
 
-// tsaPipeline is tsaWorkers share-consume → transactional-produce loops. Each worker polls
-// its kgoext.ShareConsumer (explicit mode), begins a transaction, produces one output per input
-// (value: the input id) except for REJECTed inputs, acknowledges every input (ACCEPT or
-// REJECT), stages the acknowledgements with SendShareAcksToTransaction and commits. On
-// an error it aborts when it can; when it cannot (or the client fails otherwise) it
-// closes both clients and creates new ones, whose InitProducerId fences the old
-// producer and aborts its transaction, as a restarted process would.
+// tsaPipeline runs tsaWorkers instances of the example pipeline, package
+// examples/sharepipeline (the program of #11's acceptance 2), from tsa-in to tsa-out. Each
+// instance is a kgoext.ShareConsumer (explicit mode) over a transactional kgo client; a round
+// polls, produces one output per input (value: the input id) except for REJECTed inputs,
+// stages the acknowledgements with SendShareAcksToTransaction and commits with
+// kgoext.EndTransaction, aborting when a step fails. When the pipeline returns an error the
+// worker closes it and starts a new instance, whose InitProducerId fences the old producer
+// and aborts its transaction, as a restarted process would.
 type tsaPipeline struct {
-	addr   string
-	gen    int // transactional ids are tsa-w<worker>-<gen>
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	addr    string
+	gen     int // transactional ids are tsa-w<worker>-<gen>
+	ctx     context.Context
+	cancel  context.CancelFunc
+	crashed atomic.Bool // the workers die as if their process did: nothing more is sent
+	wg      sync.WaitGroup
 
 	committed, aborted, resets atomic.Int64
 	waiter                     atomic.Pointer[tsaWaiter]
@@ -91,7 +94,7 @@ type tsaPipeline struct {
 	commits map[int][]string
 	cycle   atomic.Int64 // the test's cycle, for the commits notes
 	errs    map[string]int
-	live    []*tsaClients // per worker, for crash
+	live    []*tsaInstance // per worker, for crash
 	// retired holds the member ids of share consumers closed or abandoned since the last
 	// broker restart (see expireRetired).
 	retired []string
@@ -103,30 +106,22 @@ type tsaWaiter struct {
 	once  sync.Once
 }
 
-// tsaClients are one worker's clients, as the kgoext package doc writes them: a kgoext
-// share consumer (explicit mode) over a plain kgo client, and a transactional kgo client.
-type tsaClients struct {
-	txnID     string
-	transport *kgo.Client // the share consumer's connections
-	cons      *kgoext.ShareConsumer
-	txn       *kgo.Client
-	once      sync.Once
+// tsaInstance is one worker's running instance of the example pipeline.
+type tsaInstance struct {
+	txnID string
+	pipe  *sharepipeline.Pipeline
+	once  sync.Once
 }
 
-// close closes the clients once; ctx bounds the consumer's goodbye (cancelled: nothing is
-// sent). Closing the transactional client fails its buffered records and ends nothing.
-func (c *tsaClients) close(ctx context.Context) {
-	c.once.Do(func() {
-		c.txn.Close()
-		_ = c.cons.Close(ctx)
-		c.transport.Close()
-	})
-}
+// close closes the pipeline's clients once; ctx bounds the consumer's goodbye (cancelled:
+// nothing is sent). Closing the transactional client fails its buffered records and ends
+// nothing.
+func (c *tsaInstance) close(ctx context.Context) { c.once.Do(func() { c.pipe.Close(ctx) }) }
 
 func startTSAPipeline(addr string, gen int, old *tsaPipeline) *tsaPipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &tsaPipeline{addr: addr, gen: gen, ctx: ctx, cancel: cancel,
-		maxCount: map[int]int16{}, errs: map[string]int{}, live: make([]*tsaClients, tsaWorkers), commits: map[int][]string{}}
+		maxCount: map[int]int16{}, errs: map[string]int{}, live: make([]*tsaInstance, tsaWorkers), commits: map[int][]string{}}
 	if old != nil {
 		p.commits = old.commits
 		p.cycle.Store(old.cycle.Load())
@@ -189,15 +184,15 @@ func (p *tsaPipeline) awaitPhase(phase tsaPhase, timeout time.Duration) bool {
 // crash stops the workers as if their process died with the broker: clients closed with
 // a cancelled context, so nothing more reaches any broker.
 func (p *tsaPipeline) crash() {
+	p.crashed.Store(true)
 	p.cancel()
 	dead, stop := context.WithCancel(context.Background())
 	stop()
 	p.mu.Lock()
-	live := append([]*tsaClients(nil), p.live...)
+	live := append([]*tsaInstance(nil), p.live...)
 	p.mu.Unlock()
 	for _, c := range live {
 		if c != nil {
-			p.retire(c)
 			c.close(dead)
 		}
 	}
@@ -205,9 +200,9 @@ func (p *tsaPipeline) crash() {
 }
 
 // retire notes c's share-group member as gone.
-func (p *tsaPipeline) retire(c *tsaClients) {
+func (p *tsaPipeline) retire(c *tsaInstance) {
 	p.mu.Lock()
-	p.retired = append(p.retired, c.cons.GroupMetadata().MemberID)
+	p.retired = append(p.retired, c.pipe.GroupMetadata().MemberID)
 	p.mu.Unlock()
 }
 
@@ -245,198 +240,118 @@ func (p *tsaPipeline) stop() {
 	p.wg.Wait()
 }
 
-func (p *tsaPipeline) newClients(w int) (*tsaClients, error) {
-	// Both clients' connections die with each kill.
-	transport, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.AlwaysRetryEOF())
+// newInstance starts worker w's pipeline; its InitProducerId fences the instance that had
+// the transactional id before.
+func (p *tsaPipeline) newInstance(w int) (*tsaInstance, error) {
+	c := &tsaInstance{txnID: fmt.Sprintf("tsa-w%d-%d", w, p.gen)}
+	cfg := sharepipeline.Config{
+		Brokers: []string{p.addr}, Group: tsaGroup, Input: tsaIn, Output: tsaOut, TransactionalID: c.txnID,
+		Transform: p.transform,
+		BeforeCommit: func([]*kgo.Record) error { // the acknowledgements are staged (TX_PENDING), the commit is next
+			p.enter(tsaStaged)
+			p.enter(tsaCommit)
+			return nil
+		},
+		OnCommit: func(inputs []*kgo.Record) { p.noteCommit(c, inputs) },
+		OnAbort: func(_ []*kgo.Record, cause error) {
+			if p.ctx.Err() == nil {
+				p.noteErr("aborted", cause)
+			}
+			p.aborted.Add(1)
+		},
+		ClientOpts: []kgo.Opt{
+			kgo.AlwaysRetryEOF(), // the connections die with each kill
+			kgo.TransactionTimeout(tsaTxnTimeout),
+			kgo.RecordDeliveryTimeout(tsaDeliveryTimeout),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		},
+		ShareOpts: []kgoext.ShareOpt{kgoext.ShareMaxRecords(50), kgoext.ShareMaxWait(100 * time.Millisecond)},
+	}
+	ictx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	defer cancel()
+	pipe, err := sharepipeline.New(ictx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	cons, err := kgoext.NewShareConsumer(transport, tsaGroup, kgoext.ShareTopics(tsaIn), kgoext.ExplicitAcks(),
-		kgoext.ShareMaxRecords(50), kgoext.ShareMaxWait(100*time.Millisecond))
-	if err != nil {
-		transport.Close()
-		return nil, err
-	}
-	txnID := fmt.Sprintf("tsa-w%d-%d", w, p.gen)
-	txn, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(p.addr), kgo.AlwaysRetryEOF(),
-		kgo.TransactionalID(txnID), kgo.TransactionTimeout(tsaTxnTimeout),
-		kgo.RecordDeliveryTimeout(tsaDeliveryTimeout),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-	}, kgoext.TransactionalOpts()...)...)
-	if err != nil {
-		_ = cons.Close(p.ctx)
-		transport.Close()
-		return nil, err
-	}
-	c := &tsaClients{txnID: txnID, transport: transport, cons: cons, txn: txn}
+	c.pipe = pipe
 	p.mu.Lock()
 	p.live[w] = c
 	p.mu.Unlock()
-	ictx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
-	defer cancel()
-	// InitProducerId now, as Java's initTransactions: it fences the producer that had the
-	// transactional id before and aborts its open transaction (kgo would send it only
-	// with the first transaction's first record or acknowledgements).
-	if _, _, err := txn.ProducerID(ictx); err != nil {
-		c.close(ictx)
-		return nil, fmt.Errorf("init producer id: %w", err)
-	}
 	return c, nil
 }
 
-func (p *tsaPipeline) run(w int) {
-	defer p.wg.Done()
-	var c *tsaClients
-	defer func() {
-		if c != nil {
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			c.close(cctx)
-			cancel()
-		}
-	}()
-	for p.ctx.Err() == nil {
-		if c == nil {
-			var err error
-			if c, err = p.newClients(w); err != nil {
-				if p.ctx.Err() == nil {
-					p.noteErr("new clients", err)
-					time.Sleep(50 * time.Millisecond) // paces the retries while the broker restarts
-				}
-				continue
-			}
-		}
-		if !p.once(c) {
-			p.resets.Add(1)
-			p.retire(c)
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			c.close(cctx)
-			cancel()
-			c = nil
-		}
+// transform passes an input id on as its output, or rejects it (tsaRejected).
+func (p *tsaPipeline) transform(r *kgo.Record) ([]byte, bool) {
+	id, err := strconv.Atoi(string(r.Value))
+	if err != nil {
+		p.noteErr("input", fmt.Errorf("offset %d: value %q", r.Offset, r.Value))
+		return nil, false
 	}
+	p.mu.Lock()
+	p.maxCount[id] = max(p.maxCount[id], kgoext.DeliveryCount(r))
+	p.mu.Unlock()
+	return r.Value, !tsaRejected(id)
 }
 
-// once runs one transaction; false means the clients must be replaced.
-func (p *tsaPipeline) once(c *tsaClients) bool {
-	pctx, cancel := context.WithTimeout(p.ctx, 200*time.Millisecond)
-	recs, err := c.cons.Poll(pctx)
-	cancel()
-	if p.ctx.Err() != nil {
-		return false
-	}
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return true
-		}
-		p.noteErr("poll", err)
-		return false
-	}
-	if len(recs) == 0 {
-		return true
-	}
-	ctx := p.ctx
-	fail := func(where string, err error) bool {
-		if ctx.Err() == nil {
-			p.noteErr(where, err)
-		}
-		return false
-	}
-	if err := c.txn.BeginTransaction(); err != nil {
-		return fail("begin", err)
-	}
-	for _, r := range recs {
-		id, err := strconv.Atoi(string(r.Value))
-		if err != nil {
-			return fail("input", fmt.Errorf("offset %d: value %q", r.Offset, r.Value))
-		}
-		p.mu.Lock()
-		p.maxCount[id] = max(p.maxCount[id], kgoext.DeliveryCount(r))
-		p.mu.Unlock()
-		t := kgoext.AckAccept
-		if tsaRejected(id) {
-			t = kgoext.AckReject
-		} else {
-			c.txn.Produce(ctx, &kgo.Record{Topic: tsaOut, Key: r.Value, Value: r.Value}, nil)
-		}
-		if err := c.cons.Acknowledge(r, t); err != nil {
-			return fail("acknowledge", err)
-		}
-	}
-	ids := make([]int, 0, len(recs))
-	for _, r := range recs {
-		id, _ := strconv.Atoi(string(r.Value))
-		ids = append(ids, id)
-	}
-	acks, err := c.cons.AcknowledgementsForTransaction()
-	if err != nil {
-		return fail("acks for transaction", err)
-	}
-	abort := func(why string, err error) bool {
-		p.noteErr(why, err)
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if aerr := kgoext.EndTransaction(actx, c.txn, kgo.TryAbort); aerr != nil {
-			return fail("abort", aerr)
-		}
-		p.aborted.Add(1)
-		return true
-	}
-	// abortable are the commit errors after which the transaction can still be aborted and
-	// the clients kept (kgo documents the retry with TryAbort for them).
-	abortable := func(err error) bool {
-		return errors.Is(err, kerr.TransactionAbortable) || errors.Is(err, kerr.OperationNotAttempted)
-	}
-	if err := kgoext.SendShareAcksToTransaction(ctx, c.txn, acks, c.cons.GroupMetadata()); err != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		// Whatever failed (a refusal, or a transport error that leaves the staging unknown),
-		// kgoext's answer is to abort, which resolves whatever was staged; if the abort
-		// fails too, the clients are replaced.
-		return abort("stage acks", err)
-	}
-	p.enter(tsaStaged)
-	p.enter(tsaCommit)
-	if err := kgoext.EndTransaction(ctx, c.txn, kgo.TryCommit); err != nil {
-		if ctx.Err() != nil {
-			return false
-		}
-		if errors.Is(err, kgoext.ErrTransactionAborted) { // aborted instead: the inputs come back
-			p.noteErr("commit", err)
-			p.aborted.Add(1)
-			return true
-		}
-		if abortable(err) {
-			return abort("commit", err)
-		}
-		return fail("commit", err)
-	}
+// noteCommit counts a committed transaction of c and notes it for each of its inputs.
+func (p *tsaPipeline) noteCommit(c *tsaInstance, inputs []*kgo.Record) {
 	k := p.committed.Add(1)
-	note := fmt.Sprintf("txn %d of %s (cycle %d, member %s epoch %d, inputs %d..%d)", k, c.txnID, p.cycle.Load(),
-		c.cons.GroupMetadata().MemberID[:8], c.cons.GroupMetadata().MemberEpoch, ids[0], ids[len(ids)-1])
+	md := c.pipe.GroupMetadata()
+	note := fmt.Sprintf("txn %d of %s (cycle %d, member %s epoch %d, inputs %s..%s)", k, c.txnID, p.cycle.Load(),
+		md.MemberID[:8], md.MemberEpoch, inputs[0].Value, inputs[len(inputs)-1].Value)
 	p.mu.Lock()
-	for _, id := range ids {
+	for _, r := range inputs {
+		id, _ := strconv.Atoi(string(r.Value))
 		p.commits[id] = append(p.commits[id], note)
 	}
 	p.mu.Unlock()
 	p.enter(tsaCommitted)
-	return true
+}
+
+// run keeps worker w's pipeline running until the test stops or crashes the workers.
+func (p *tsaPipeline) run(w int) {
+	defer p.wg.Done()
+	for p.ctx.Err() == nil {
+		c, err := p.newInstance(w)
+		if err != nil {
+			if p.ctx.Err() == nil {
+				p.noteErr("new pipeline", err)
+				time.Sleep(50 * time.Millisecond) // paces the retries while the broker restarts
+			}
+			continue
+		}
+		err = c.pipe.Run(p.ctx)
+		if p.ctx.Err() == nil {
+			p.noteErr("pipeline", err)
+			p.resets.Add(1)
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if p.crashed.Load() {
+			cancel() // a dead process says no goodbye
+		}
+		if p.crashed.Load() || p.ctx.Err() == nil {
+			p.retire(c)
+		}
+		c.close(cctx)
+		cancel()
+	}
 }
 
 // TestTxnShareAckCrashCycles is the guarantee-matrix crash test of transactional share
-// acknowledgements (KIP-1289, acceptance 2). Two workers (a kgoext.ShareConsumer and a
-// transactional kgo client each) run a consume-transform-produce pipeline from tsa-in (one partition,
-// shared by both) to tsa-out: one output per input, carrying the input id, in the same
-// transaction as the input's ACCEPT; inputs whose id is divisible by 7 are REJECTed in the
-// transaction and get no output. Every cycle appends tsaChunk inputs and SIGKILLs the
-// broker at a seeded moment: after a delay, or aimed at a worker's transaction (just after
-// the acknowledgements were staged as TX_PENDING, inside the commit, just after a commit).
-// The broker restarts on the same port and data directory; the workers either survive (their
-// clients retry; on errors they abort or recreate their clients, and the new producer's
-// InitProducerId fences the old one) or die with the broker and are restarted, under the
-// same transactional ids (fencing aborts the open transactions) or new ones (nobody ends the
-// old transactions: the coordinator aborts them at their timeout).
+// acknowledgements (KIP-1289, acceptance 2; #11 acceptance 2). Two workers run the example
+// pipeline of examples/sharepipeline (a kgoext.ShareConsumer over a transactional kgo
+// client each) from tsa-in (one partition, shared by both) to tsa-out: one output per
+// input, carrying the input id, in the same transaction as the input's ACCEPT; inputs whose
+// id is divisible by 7 are REJECTed in the transaction and get no output (a transaction of
+// only those is consume-only). Every cycle appends tsaChunk inputs and SIGKILLs the broker
+// at a seeded moment: after a delay, or aimed at a worker's transaction (just after the
+// acknowledgements were staged as TX_PENDING, inside the commit, just after a commit). The
+// broker restarts on the same port and data directory; the workers either survive (their
+// clients retry; the pipeline aborts what fails, and when it gives up the worker starts a
+// new instance, whose InitProducerId fences the old one) or die with the broker and are
+// restarted, under the same transactional ids (fencing aborts the open transactions) or
+// new ones (nobody ends the old transactions: the coordinator aborts them at their
+// timeout).
 //
 // After each restart the cycle waits until the share group is drained: start offset at the
 // input's end and lag 0 (no record AVAILABLE, ACQUIRED or stuck TX_PENDING), within the

@@ -15,7 +15,8 @@ import (
 	"os/signal"
 	"strings"
 
-	"github.com/exactq/exactq/client"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/exactq/exactq/examples/sharepipeline"
 )
 
@@ -35,9 +36,12 @@ func main() {
 	n := 0
 	err := sharepipeline.Run(ctx, sharepipeline.Config{
 		Brokers: strings.Split(*brokers, ","), Group: *group, Input: *in, Output: *out, TransactionalID: *txnID,
-		OnCommit: func(inputs []*client.Record) {
+		OnCommit: func(inputs []*kgo.Record) {
 			n += len(inputs)
 			fmt.Fprintf(os.Stderr, "committed %d records (%d in all)\n", len(inputs), n)
+		},
+		OnAbort: func(inputs []*kgo.Record, cause error) {
+			fmt.Fprintf(os.Stderr, "aborted %d records, delivered again: %v\n", len(inputs), cause)
 		},
 	})
 	if err != nil && ctx.Err() == nil {
