@@ -3,6 +3,8 @@ package group
 import (
 	"bytes"
 	"sort"
+
+	"github.com/exactq/exactq/internal/coordlog"
 )
 
 // state is a classic group's state (ClassicGroupState in Kafka).
@@ -300,7 +302,7 @@ func (g *classicGroup) selectProtocol() string {
 		votes[v]++
 	}
 	bucket := func(s string) int32 {
-		h := javaStringHash(s)
+		h := coordlog.JavaStringHash(s)
 		h ^= int32(uint32(h) >> 16)
 		return h & 15
 	}

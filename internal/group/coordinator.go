@@ -268,7 +268,7 @@ func randomMemberID(prefix string) string {
 // PartitionFor is the __consumer_offsets partition of a group:
 // Utils.abs(groupId.hashCode()) % NumPartitions.
 func (c *Coordinator) PartitionFor(groupID string) int32 {
-	return partitionFor(groupID, c.cfg.NumPartitions)
+	return coordlog.PartitionFor(groupID, c.cfg.NumPartitions)
 }
 
 // Close stops the ticker and writers and answers every waiting request NOT_COORDINATOR.

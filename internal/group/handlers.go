@@ -118,28 +118,45 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, version int16, req *kmsg.L
 	return r, nil
 }
 
-// commitResolve splits commit partitions into the ones that go to the coordinator and the
-// ones answered at once (unknown topic id, unknown topic or partition), as KafkaApis does.
-func (c *Coordinator) commitResolve(useIDs bool, name string, id [16]byte, part int32) (commitPartition, int16) {
-	cp := commitPartition{topic: name, topicID: id, partition: part}
+// commitResolve splits commit partitions into the ones that go to the coordinator (added
+// to cr.parts, with the topic's name or id filled in) and the ones answered at once
+// (unknown topic id, unknown topic or partition; added to early, which it returns), as
+// KafkaApis does.
+func (c *Coordinator) commitResolve(cr *commitRequest, early []commitResult, useIDs bool, cp commitPartition) []commitResult {
+	code := int16(0)
 	if useIDs {
 		n, ok := "", false
-		if c.cfg.TopicName != nil && id != ([16]byte{}) {
-			n, ok = c.cfg.TopicName(id)
+		if c.cfg.TopicName != nil && cp.topicID != ([16]byte{}) {
+			n, ok = c.cfg.TopicName(cp.topicID)
 		}
-		if !ok {
-			return cp, errUnknownTopicID
+		if ok {
+			cp.topic = n
+		} else {
+			code = errUnknownTopicID
 		}
-		cp.topic = n
 	} else if c.cfg.TopicID != nil {
-		if tid, ok := c.cfg.TopicID(name); ok {
+		if tid, ok := c.cfg.TopicID(cp.topic); ok {
 			cp.topicID = tid
 		}
 	}
-	if c.cfg.TopicExists != nil && !c.cfg.TopicExists(cp.topic, part) {
-		return cp, errUnknownTopicOrPart
+	if code == 0 && c.cfg.TopicExists != nil && !c.cfg.TopicExists(cp.topic, cp.partition) {
+		code = errUnknownTopicOrPart
 	}
-	return cp, 0
+	if code != 0 {
+		return append(early, commitResult{cp.topic, cp.topicID, cp.partition, code})
+	}
+	cr.parts = append(cr.parts, cp)
+	return early
+}
+
+// runCommit runs cr on its group's shard; build makes the response from the per-partition
+// results once the offsets are durable.
+func (c *Coordinator) runCommit(ctx context.Context, cr commitRequest, build func([]commitResult) kmsg.Response,
+	fail func(code int16) kmsg.Response) (kmsg.Response, func() kmsg.Response) {
+	return c.runParked(ctx, cr.group, func(s *shard, tok uint64, nowMs int64, out *output) {
+		cr.token = tok
+		s.commit(cr, nowMs, out)
+	}, func(a any) kmsg.Response { return build(a.(commitDone).results) }, fail)
 }
 
 // OffsetCommit handles OffsetCommit v2-v10; it waits for the offsets to be durable.
@@ -153,16 +170,11 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, version int16, req *kmsg
 	var early []commitResult
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			cp, code := c.commitResolve(useIDs, t.Topic, t.TopicID, p.Partition)
-			if code != 0 {
-				early = append(early, commitResult{t.Topic, t.TopicID, p.Partition, code})
-				continue
-			}
-			cp.offset, cp.leaderEpoch, cp.metadata = p.Offset, -1, p.Metadata
+			cp := commitPartition{topic: t.Topic, topicID: t.TopicID, partition: p.Partition, offset: p.Offset, leaderEpoch: -1, metadata: p.Metadata}
 			if version >= 6 {
 				cp.leaderEpoch = p.LeaderEpoch
 			}
-			cr.parts = append(cr.parts, cp)
+			early = c.commitResolve(&cr, early, useIDs, cp)
 		}
 	}
 	build := func(res []commitResult) kmsg.Response {
@@ -184,10 +196,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, version int16, req *kmsg
 	if len(cr.parts) == 0 {
 		return build(nil), nil
 	}
-	return c.runParked(ctx, req.Group, func(s *shard, tok uint64, nowMs int64, out *output) {
-		cr.token = tok
-		s.commit(cr, nowMs, out)
-	}, func(a any) kmsg.Response { return build(a.(commitDone).results) }, fail)
+	return c.runCommit(ctx, cr, build, fail)
 }
 
 // TxnOffsetCommit handles TxnOffsetCommit v0-v6. The offsets are written in a
@@ -203,16 +212,11 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, version int16, req *k
 	var early []commitResult
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			cp, code := c.commitResolve(useIDs, t.Topic, t.TopicID, p.Partition)
-			if code != 0 {
-				early = append(early, commitResult{t.Topic, t.TopicID, p.Partition, code})
-				continue
-			}
-			cp.offset, cp.leaderEpoch, cp.metadata = p.Offset, -1, p.Metadata
+			cp := commitPartition{topic: t.Topic, topicID: t.TopicID, partition: p.Partition, offset: p.Offset, leaderEpoch: -1, metadata: p.Metadata}
 			if version >= 2 {
 				cp.leaderEpoch = p.LeaderEpoch
 			}
-			cr.parts = append(cr.parts, cp)
+			early = c.commitResolve(&cr, early, useIDs, cp)
 		}
 	}
 	build := func(res []commitResult) kmsg.Response {
@@ -238,20 +242,14 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, version int16, req *k
 		return build(nil), nil
 	}
 	if c.cfg.VerifyTxn == nil {
-		return c.runParked(ctx, req.Group, func(s *shard, tok uint64, nowMs int64, out *output) {
-			cr.token = tok
-			s.commit(cr, nowMs, out)
-		}, func(a any) kmsg.Response { return build(a.(commitDone).results) }, fail)
+		return c.runCommit(ctx, cr, build, fail)
 	}
 	// Verification may ask the transaction coordinator: do it off the reader goroutine.
 	return nil, func() kmsg.Response {
 		if code := c.cfg.VerifyTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, c.PartitionFor(req.Group), version); code != 0 {
 			return fail(code)
 		}
-		resp, wait := c.runParked(ctx, req.Group, func(s *shard, tok uint64, nowMs int64, out *output) {
-			cr.token = tok
-			s.commit(cr, nowMs, out)
-		}, func(a any) kmsg.Response { return build(a.(commitDone).results) }, fail)
+		resp, wait := c.runCommit(ctx, cr, build, fail)
 		if wait != nil {
 			return wait()
 		}

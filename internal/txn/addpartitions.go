@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/coordlog"
 )
 
 // txnPartitions is one transaction of an AddPartitionsToTxn request, normalised over the
@@ -176,7 +178,7 @@ func (c *Coordinator) groupPartition(group string) TopicPartition {
 	if c.cfg.GroupPartition != nil {
 		return c.cfg.GroupPartition(group)
 	}
-	return TopicPartition{"__consumer_offsets", partitionFor(group, 50)}
+	return TopicPartition{"__consumer_offsets", coordlog.PartitionFor(group, 50)}
 }
 
 // VerifyOrAdd is the produce path's check of a transactional batch (KIP-890). With add

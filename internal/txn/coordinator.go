@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf16"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -208,20 +207,7 @@ func (c *Coordinator) Close() {
 // PartitionFor is the __transaction_state partition of a transactional id:
 // Utils.abs(id.hashCode()) % NumPartitions with Java's String.hashCode over UTF-16.
 func (c *Coordinator) PartitionFor(transactionalID string) int32 {
-	return partitionFor(transactionalID, c.cfg.NumPartitions)
-}
-
-func partitionFor(id string, n int32) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(id)) {
-		h = 31*h + int32(u)
-	}
-	if h == -1<<31 { // Utils.abs maps Integer.MIN_VALUE to 0
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
+	return coordlog.PartitionFor(transactionalID, c.cfg.NumPartitions)
 }
 
 func (c *Coordinator) nowMs() int64 { return c.cfg.Now().UnixMilli() }

@@ -7,23 +7,6 @@ import (
 	"testing"
 )
 
-// Java's String.hashCode: "hello" = 99162322; "Aa" and "BB" collide at 2112; "😀" is two
-// UTF-16 units (0xD83D 0xDE00) = 1772899; "polygenelubricants" hashes to Integer.MIN_VALUE,
-// which Utils.abs maps to 0.
-func TestPartitionForMatchesJava(t *testing.T) {
-	cases := []struct {
-		id   string
-		hash int64
-	}{
-		{"hello", 99162322}, {"Aa", 2112}, {"BB", 2112}, {"😀", 1772899}, {"", 0}, {"polygenelubricants", 0},
-	}
-	for _, c := range cases {
-		if got := partitionFor(c.id, 50); int64(got) != c.hash%50 {
-			t.Errorf("%q: %d, want %d", c.id, got, c.hash%50)
-		}
-	}
-}
-
 func TestRecordRoundTrip(t *testing.T) {
 	for _, m := range []Metadata{
 		{ProducerID: 7, PrevProducerID: -1, NextProducerID: -1, ProducerEpoch: 0, TimeoutMs: 60000, State: Empty, StartMs: -1, LastUpdateMs: 5, ClientTV: 0},

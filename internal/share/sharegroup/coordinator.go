@@ -185,7 +185,7 @@ func load(s *shard, lp coordlog.Partition, nowMs int64) error {
 
 // PartitionFor is the __consumer_offsets partition of a group.
 func (c *Coordinator) PartitionFor(groupID string) int32 {
-	return partitionFor(groupID, c.cfg.NumPartitions)
+	return coordlog.PartitionFor(groupID, c.cfg.NumPartitions)
 }
 
 func (c *Coordinator) partFor(groupID string) *part { return c.parts[c.PartitionFor(groupID)] }

@@ -417,7 +417,7 @@ func TestWrongPartitionIsNotCoordinator(t *testing.T) {
 	if r := c.ShareGroupHeartbeat(context.Background(), 1, hbReq(g, "m", 0, "t")); r.ErrorCode != kerr.NotCoordinator.Code {
 		t.Fatalf("error %d", r.ErrorCode)
 	}
-	if partitionFor("share-group", 50) != javaMod("share-group", 50) {
+	if c.PartitionFor("share-group") != javaMod("share-group", 50) {
 		t.Fatal("partition choice differs from Java's")
 	}
 }

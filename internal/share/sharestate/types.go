@@ -3,7 +3,8 @@ package sharestate
 import (
 	"encoding/base64"
 	"strconv"
-	"unicode/utf16"
+
+	"github.com/exactq/exactq/internal/coordlog"
 )
 
 // Delivery states as persisted (RecordState ids; kip-932.md §2.2, kip-1289.md §2.1).
@@ -47,22 +48,7 @@ func (k Key) String() string {
 // TxnShareAcknowledge uses the same mapping to register state partitions in a transaction
 // (kip-1289.md §4.4).
 func PartitionFor(k Key, n int32) int32 {
-	h := javaStringHash(k.String())
-	if h == -1<<31 { // Utils.abs maps Integer.MIN_VALUE to 0
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
-}
-
-// javaStringHash is Java's String.hashCode over UTF-16 code units, wrapping int32.
-func javaStringHash(s string) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(s)) {
-		h = 31*h + int32(u)
-	}
-	return h
+	return coordlog.PartitionFor(k.String(), n)
 }
 
 // StateBatch is a range of offsets in one delivery state.
