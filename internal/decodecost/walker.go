@@ -12,13 +12,32 @@ type Coster interface {
 }
 
 // CheckRequest is Check for req, the empty request a server is about to decode body into
-// (its version set): req's own DecodeCost if it is a Coster, else Check(req.Key(),
-// req.GetVersion(), body).
+// (its version set): req's own DecodeCost if it is a Coster, the generated walker of a
+// wire package request (wire_gen.go), else Check(req.Key(), req.GetVersion(), body).
 func CheckRequest(req kmsg.Request, body []byte) (allocBytes int64, err error) {
 	if c, ok := req.(Coster); ok {
 		return c.DecodeCost(body)
 	}
+	if isWireRequest(req) {
+		// By type: a wire request's key can be moved at run time (TxnShareAcknowledge), and
+		// InitProducerId's key is kmsg's too, at versions kmsg does not decode.
+		r := reader{src: body}
+		if !walkWireRequest(&r, req) {
+			return 0, ErrUnknownRequest
+		}
+		if r.bad {
+			return 0, ErrTruncated
+		}
+		return r.alloc, nil
+	}
 	return Check(req.Key(), req.GetVersion(), body)
+}
+
+// Bounds reports whether CheckRequest bounds decoding into req by its own walker rather
+// than by req's key: req is a wire package request (or a Coster).
+func Bounds(req kmsg.Request) bool {
+	_, ok := req.(Coster)
+	return ok || isWireRequest(req)
 }
 
 // Walker is Check's reader for hand-written decoders, to write a DecodeCost that walks a
