@@ -59,13 +59,16 @@ count).
   -g, --group GROUP         the share group (required)
       --ack TYPE            explicit mode: the acknowledgement of every record, sent once
                             it was written: accept (default: done, never delivered again),
-                            release (delivered again, with a higher delivery count) or
-                            reject (archived, never delivered again)
+                            release (delivered again, with a higher delivery count, to
+                            this member too: without -n it gets the same records again
+                            until share.delivery.count.limit archives them) or reject
+                            (archived, never delivered again)
       --mode MODE           explicit (default): acknowledge each record with --ack;
                             implicit: the client accepts every record a poll returned on
                             the next poll or on close (--ack must be accept)
-  -n, --count N             stop after N records (the records fetched beyond N are
-                            released)
+  -n, --count N             stop after N records (a fetch acquires at most N, cutting
+                            record batches, and none is sent ahead; what a short fetch
+                            left over is released)
       --format TEMPLATE     as consume's (default "%v\n"), plus %d: the record's delivery
                             count (1 on its first delivery)
       --from-earliest       first set share.auto.offset.reset=earliest on the group (it
@@ -153,10 +156,18 @@ func shareConsume(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 
+	// kgo's share consumer, not kgoext's: this command acknowledges every record before it
+	// polls again, so kgo's accepting what is unacknowledged at a poll never applies, and
+	// it holds no acknowledgement back for a transaction (what kgoext.ShareConsumer is for).
 	acks := &shareAckErrors{}
 	opts := []kgo.Opt{kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ShareAckCallback(acks.record)}
-	if count > 0 && count < 500 {
-		opts = append(opts, kgo.ShareMaxRecords(int32(count))) // fetch no more than needed (a soft cap)
+	if count > 0 {
+		// Acquire no more than is left to print: by default the broker hands out whole
+		// record batches and kgo fetches ahead, and every record acquired beyond -n would be
+		// released on leaving with its delivery count raised, unprinted; a few such runs
+		// and share.delivery.count.limit archives records nobody saw. Strict mode (KIP-1206
+		// record limit) cuts batches and fetches only when polled.
+		opts = append(opts, kgo.ShareMaxRecords(int32(min(count, 500))), kgo.ShareMaxRecordsStrict())
 	}
 	cl, err := newKgo(f, opts...)
 	if err != nil {
@@ -245,8 +256,8 @@ func shareConsumeLoop(ctx context.Context, cl *kgo.Client, topic string, implici
 		}
 		written += int64(len(recs))
 		if count > 0 && written >= count {
-			// No fetch after the last record: kgo fetches again once its buffer is empty,
-			// and would acquire again what this member releases below.
+			// No fetch after the last record: it would acquire again what this member
+			// releases below.
 			cl.PauseFetchTopics(topic)
 		}
 		if !implicit {

@@ -146,6 +146,25 @@ func TestShareConsumeDescribeList(t *testing.T) {
 	}
 }
 
+// -n acquires no more records than it prints. The ten records are one batch: the broker
+// would hand the whole batch to the first run (and kgo fetch ahead), the seven unprinted
+// records would go back with delivery count 2, and every later run would raise it again
+// until share.delivery.count.limit archived records nobody printed.
+func TestShareConsumeTakesOnlyN(t *testing.T) {
+	tb := testbroker.Start(t, testbroker.WithConfig(fastShareConfig))
+	createTopic(t, tb.Addr, "jobs", 1)
+	mustRun(t, runProduce, "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n", "jobs", "-b", tb.Addr)
+	args := []string{"consume", "jobs", "-g", "w", "--from-earliest", "-n", "3", "--format", `%d %v,`, "-q", "-b", tb.Addr}
+	for _, want := range []string{"1 a,1 b,1 c,", "1 d,1 e,1 f,", "1 g,1 h,1 i,"} {
+		if out := mustRun(t, runShare, "", args...); out != want {
+			t.Fatalf("consume -n 3: %q, want %q (delivery count, value)", out, want)
+		}
+	}
+	if got := shareRows(t, mustRun(t, runShare, "", "describe", "w", "-b", tb.Addr))["jobs 0"]; strings.Join(got, " ") != "9 1 0" {
+		t.Errorf("describe: jobs 0 = %q (want start offset 9, lag 1)", got)
+	}
+}
+
 // SIGINT (ctx cancelled) stops share consume cleanly; the records it printed are
 // acknowledged on the way out.
 func TestShareConsumeStopsOnCancel(t *testing.T) {
