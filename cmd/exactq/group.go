@@ -109,20 +109,11 @@ committed offset shows "-".
 	}
 	defer adm.Close()
 	descs, err := adm.DescribeGroups(ctx, names...)
-	errs := []error{err}
 	printed := 0
-	for _, name := range names {
-		d, ok := descs[name]
-		switch {
-		case !ok:
-			continue // in err
-		case d.Err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", name, withMessage(d.Err, d.ErrMessage)))
-			continue
-		}
+	return eachAnswer(names, descs, err, func(d kadm.DescribedGroup) error { return withMessage(d.Err, d.ErrMessage) }, func(name string, d kadm.DescribedGroup) error {
 		offsets, err := adm.FetchOffsets(ctx, d.Group)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: committed offsets: %w", d.Group, err))
+			err = fmt.Errorf("%s: committed offsets: %w", d.Group, err)
 		}
 		rows := groupRows(d, offsets)
 		ends := logEndOffsets(ctx, adm, rows)
@@ -130,11 +121,8 @@ committed offset shows "-".
 			fmt.Fprintln(stdout)
 		}
 		printed++
-		if err := writeGroup(stdout, d, rows, ends); err != nil {
-			return err
-		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(err, writeGroup(stdout, d, rows, ends))
+	})
 }
 
 // groupMember is a described member with the partitions assigned to it.
@@ -295,16 +283,8 @@ Deletes groups that have no members, with their committed offsets.
 	}
 	defer adm.Close()
 	results, err := adm.DeleteGroups(ctx, names...)
-	errs := []error{err}
-	for _, name := range names {
-		r, ok := results[name]
-		switch {
-		case !ok:
-		case r.Err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", name, withMessage(r.Err, r.ErrMessage)))
-		default:
-			fmt.Fprintf(stdout, "Deleted group %s.\n", name)
-		}
-	}
-	return errors.Join(errs...)
+	return eachAnswer(names, results, err, func(r kadm.DeleteGroupResponse) error { return withMessage(r.Err, r.ErrMessage) }, func(name string, _ kadm.DeleteGroupResponse) error {
+		_, err := fmt.Fprintf(stdout, "Deleted group %s.\n", name)
+		return err
+	})
 }

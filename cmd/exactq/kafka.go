@@ -91,6 +91,26 @@ func codeErr(code int16, msg *string) error {
 	return withMessage(err, *msg)
 }
 
+// eachAnswer goes through the answers of an admin request about names (groups, transactional
+// ids), in the order the user gave them: a name without an answer is skipped (reqErr, the
+// request's error, says why), an answer whose errOf is set is reported under its name, and
+// do handles the others. It returns reqErr joined with those errors and do's.
+func eachAnswer[A any](names []string, answers map[string]A, reqErr error, errOf func(A) error, do func(name string, a A) error) error {
+	errs := []error{reqErr}
+	for _, name := range names {
+		a, ok := answers[name]
+		if !ok {
+			continue
+		}
+		if err := errOf(a); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
+		}
+		errs = append(errs, do(name, a))
+	}
+	return errors.Join(errs...)
+}
+
 // topicPartition names one partition.
 type topicPartition struct {
 	topic     string

@@ -326,40 +326,25 @@ func shareDescribe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer adm.Close()
 	descs, err := describeShareGroups(ctx, adm, names)
-	errs := []error{err}
 	printed := 0
-	for _, name := range names {
-		d, ok := descs[name]
-		switch {
-		case !ok:
-			continue // in err
-		case d.err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", name, d.err))
-			continue
-		}
+	return eachAnswer(names, descs, err, func(d shareGroup) error { return d.err }, func(name string, d shareGroup) error {
 		offsets, err := describeShareOffsets(ctx, adm, name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: share offsets: %w", name, err))
+			err = fmt.Errorf("%s: share offsets: %w", name, err)
 		}
 		if printed > 0 {
 			fmt.Fprintln(stdout)
 		}
 		printed++
-		if err := writeShareGroup(stdout, d, offsets); err != nil {
-			return err
+		if werr := writeShareGroup(stdout, d, offsets); werr != nil || !records {
+			return errors.Join(err, werr)
 		}
-		if records {
-			states, err := fetchShareState(ctx, base, name)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: in-flight records: %w", name, err))
-				continue
-			}
-			if err := writeShareState(stdout, name, states); err != nil {
-				return err
-			}
+		states, serr := fetchShareState(ctx, base, name)
+		if serr != nil {
+			return errors.Join(err, fmt.Errorf("%s: in-flight records: %w", name, serr))
 		}
-	}
-	return errors.Join(errs...)
+		return errors.Join(err, writeShareState(stdout, name, states))
+	})
 }
 
 // shareGroup is one group of a ShareGroupDescribe answer, with the coordinator that gave

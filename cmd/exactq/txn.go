@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 const txnUsage = `Usage:
@@ -87,19 +89,10 @@ transaction on timeout).
 	}
 	defer adm.Close()
 	descs, err := adm.DescribeTransactions(ctx, ids...)
-	errs := []error{err}
 	now := time.Now()
 	tw := newTable(stdout)
 	fmt.Fprintln(tw, "TRANSACTIONAL-ID\tCOORDINATOR\tSTATE\tPRODUCER-ID\tEPOCH\tTIMEOUT-MS\tTWO-PHASE\tSTARTED\tDURATION-MS\tPARTITIONS")
-	for _, id := range ids {
-		d, ok := descs[id]
-		switch {
-		case !ok:
-			continue // in err
-		case d.Err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", id, d.Err))
-			continue
-		}
+	err = eachAnswer(ids, descs, err, func(d kadm.DescribedTransaction) error { return d.Err }, func(_ string, d kadm.DescribedTransaction) error {
 		started, duration := "-", "-"
 		if d.StartTimestamp >= 0 {
 			start := time.UnixMilli(d.StartTimestamp)
@@ -110,11 +103,9 @@ transaction on timeout).
 		if d.TimeoutMillis == math.MaxInt32 {
 			twoPhase = "yes" // KIP-939: the coordinator stores MaxInt32 for Enable2Pc
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", d.TxnID, d.Coordinator, d.State,
+		_, err := fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", d.TxnID, d.Coordinator, d.State,
 			d.ProducerID, d.ProducerEpoch, d.TimeoutMillis, twoPhase, started, duration, partitionList(d.Topics))
-	}
-	if ferr := tw.Flush(); ferr != nil {
-		errs = append(errs, ferr)
-	}
-	return errors.Join(errs...)
+		return err
+	})
+	return errors.Join(err, tw.Flush())
 }

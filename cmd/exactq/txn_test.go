@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/kgoext/twopc"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -20,20 +21,8 @@ import (
 // are written after EndTxn answers).
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.NewTimer(waitLimit)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: still not true after %v: %v", what, waitLimit, err)
-		}
+	if err := await.Until(waitLimit, 10*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: still not true after %v: %v", what, waitLimit, err)
 	}
 }
 
