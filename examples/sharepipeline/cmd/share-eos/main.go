@@ -4,7 +4,11 @@
 //	go run ./examples/sharepipeline/cmd/share-eos -in orders -group auditors -txn-id auditor-1   # consume-only
 //
 // The share group needs share.auto.offset.reset=earliest to read records produced before
-// it started (exactq's CLI or any Kafka admin tool sets it on the GROUP resource).
+// it started, and share.isolation.level=read_committed when its input is written by
+// transactions (another such pipeline's output), so that it never processes aborted
+// records. Both are group configs (a share group's kgo.FetchIsolationLevel is the second):
+// kafka-configs.sh --entity-type groups, or any admin client, sets them on the GROUP
+// resource; exactq share consume --from-earliest sets the first.
 package main
 
 import (
