@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/kgoext"
 )
 
 // ackSet collects the share acknowledgements taken from the consumer after each poll of a
@@ -13,16 +13,16 @@ import (
 // always ascending ones: a record another member released can come back below offsets
 // already collected. txnAcks sorts and coalesces.
 type ackSet struct {
-	byPart map[client.TopicPartition][]client.ShareAckBatch
+	byPart map[kgoext.TopicPartition][]kgoext.ShareAckBatch
 	n      int // offsets covered
 }
 
-func (s *ackSet) add(acks client.TxnAcks) {
+func (s *ackSet) add(acks kgoext.TxnAcks) {
 	if len(acks) == 0 {
 		return
 	}
 	if s.byPart == nil {
-		s.byPart = make(map[client.TopicPartition][]client.ShareAckBatch, len(acks))
+		s.byPart = make(map[kgoext.TopicPartition][]kgoext.ShareAckBatch, len(acks))
 	}
 	for tp, bs := range acks {
 		s.byPart[tp] = append(s.byPart[tp], bs...)
@@ -40,17 +40,17 @@ func (s *ackSet) clear() {
 
 // txnAcks returns the set as SendShareAcksToTransaction wants it: per partition, batches
 // in ascending offset order, adjacent batches with the same single type merged.
-func (s *ackSet) txnAcks() client.TxnAcks {
-	out := make(client.TxnAcks, len(s.byPart))
+func (s *ackSet) txnAcks() kgoext.TxnAcks {
+	out := make(kgoext.TxnAcks, len(s.byPart))
 	for tp, bs := range s.byPart {
 		out[tp] = coalesce(bs)
 	}
 	return out
 }
 
-func coalesce(bs []client.ShareAckBatch) []client.ShareAckBatch {
+func coalesce(bs []kgoext.ShareAckBatch) []kgoext.ShareAckBatch {
 	bs = slices.Clone(bs)
-	slices.SortFunc(bs, func(a, b client.ShareAckBatch) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	slices.SortFunc(bs, func(a, b kgoext.ShareAckBatch) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
 	out := bs[:0]
 	for _, b := range bs {
 		if n := len(out); n > 0 {

@@ -4,32 +4,32 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/kgoext"
 )
 
 // Acknowledgements collected over several polls come out sorted per partition, adjacent
 // runs of one type merged, and mixed-type batches kept as they are.
 func TestAckSetSortsAndCoalesces(t *testing.T) {
-	tp := client.TopicPartition{Topic: "in", Partition: 0}
-	other := client.TopicPartition{Topic: "in", Partition: 1}
-	accept, reject := []client.AckType{client.AckAccept}, []client.AckType{client.AckReject}
+	tp := kgoext.TopicPartition{Topic: "in", Partition: 0}
+	other := kgoext.TopicPartition{Topic: "in", Partition: 1}
+	accept, reject := []kgoext.AckType{kgoext.AckAccept}, []kgoext.AckType{kgoext.AckReject}
 	var s ackSet
-	s.add(client.TxnAcks{tp: {{FirstOffset: 10, LastOffset: 14, Types: accept}}})
-	s.add(client.TxnAcks{
+	s.add(kgoext.TxnAcks{tp: {{FirstOffset: 10, LastOffset: 14, Types: accept}}})
+	s.add(kgoext.TxnAcks{
 		tp:    {{FirstOffset: 0, LastOffset: 4, Types: accept}, {FirstOffset: 5, LastOffset: 9, Types: accept}},
 		other: {{FirstOffset: 3, LastOffset: 3, Types: reject}},
 	})
-	s.add(client.TxnAcks{tp: {
-		{FirstOffset: 15, LastOffset: 16, Types: []client.AckType{client.AckAccept, client.AckGap}},
+	s.add(kgoext.TxnAcks{tp: {
+		{FirstOffset: 15, LastOffset: 16, Types: []kgoext.AckType{kgoext.AckAccept, kgoext.AckGap}},
 		{FirstOffset: 17, LastOffset: 17, Types: accept},
 	}})
 	if s.len() != 19 {
 		t.Fatalf("len %d, want 19", s.len())
 	}
-	want := client.TxnAcks{
+	want := kgoext.TxnAcks{
 		tp: {
 			{FirstOffset: 0, LastOffset: 14, Types: accept},
-			{FirstOffset: 15, LastOffset: 16, Types: []client.AckType{client.AckAccept, client.AckGap}},
+			{FirstOffset: 15, LastOffset: 16, Types: []kgoext.AckType{kgoext.AckAccept, kgoext.AckGap}},
 			{FirstOffset: 17, LastOffset: 17, Types: accept},
 		},
 		other: {{FirstOffset: 3, LastOffset: 3, Types: reject}},

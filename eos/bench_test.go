@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
 	"github.com/exactq/exactq/eos/eostest"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The runner's overhead: BenchmarkRunner and BenchmarkRawLoop process the same inputs
@@ -43,9 +44,9 @@ func benchInputs(b *testing.B, tb **testbroker.Broker, n int) (addr, topic, grou
 	return addr, topic, group
 }
 
-func copyTo(out string) func(*client.Record) *client.Record {
-	return func(in *client.Record) *client.Record {
-		return &client.Record{Topic: out, Key: in.Key, Value: in.Value}
+func copyTo(out string) func(*kgo.Record) *kgo.Record {
+	return func(in *kgo.Record) *kgo.Record {
+		return &kgo.Record{Topic: out, Key: in.Key, Value: in.Value}
 	}
 }
 
@@ -60,8 +61,8 @@ func BenchmarkRunner(b *testing.B) {
 	r, err := eos.NewRunner(eos.RunnerConfig{
 		Brokers: []string{addr}, Group: group, Topics: []string{topic}, TransactionalIDPrefix: group,
 		CommitRecords: benchCommitRecords, CommitInterval: benchCommitInterval,
-		Process: func(_ context.Context, in *client.Record) (eos.Result, error) {
-			return eos.Result{Outputs: []*client.Record{transform(in)}}, nil
+		Process: func(_ context.Context, in *kgo.Record) (eos.Result, error) {
+			return eos.Result{Outputs: []*kgo.Record{transform(in)}}, nil
 		},
 		OnCommit: func(c eos.Commit) {
 			if committed.Add(int64(c.Inputs)) >= int64(b.N) {
@@ -82,9 +83,9 @@ func BenchmarkRunner(b *testing.B) {
 	}
 }
 
-// BenchmarkRawLoop is the loop an application would write by hand with the client: the
-// acknowledgements of each poll are taken out of the consumer (or the next poll would send
-// them outside the transaction) and merged, then staged once per transaction.
+// BenchmarkRawLoop is the loop an application would write by hand with kgo and kgoext:
+// the acknowledgements of each poll are taken out of the consumer (or the next poll would
+// send them outside the transaction) and merged, then staged once per transaction.
 func BenchmarkRawLoop(b *testing.B) {
 	var tb *testbroker.Broker
 	b.ReportAllocs()
@@ -92,23 +93,28 @@ func BenchmarkRawLoop(b *testing.B) {
 	transform := copyTo(topic + "-out")
 	ctx := context.Background()
 	b.ResetTimer()
-	c, err := client.NewShareConsumer(client.ShareConsumerConfig{Brokers: []string{addr}, Group: group, Topics: []string{topic},
-		AckMode: client.AckExplicit, MaxRecords: benchCommitRecords})
+	transport, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer transport.Close()
+	c, err := kgoext.NewShareConsumer(transport, group, kgoext.ShareTopics(topic), kgoext.ExplicitAcks(),
+		kgoext.ShareMaxRecords(benchCommitRecords))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close(ctx)
-	p, err := client.NewProducer(client.ProducerConfig{Brokers: []string{addr}, TransactionalID: group})
+	p, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.TransactionalID(group)}, kgoext.TransactionalOpts()...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	if err := p.InitTransactions(ctx); err != nil {
+	if _, _, err := p.ProducerID(ctx); err != nil { // InitProducerId, as the runner's workers do first
 		b.Fatal(err)
 	}
 	committed, inTxn, inputs := 0, false, 0
 	var began time.Time
-	acks := client.TxnAcks{}
+	acks := kgoext.TxnAcks{}
 	for committed < b.N {
 		pctx, cancel := ctx, context.CancelFunc(func() {})
 		if inTxn {
@@ -121,14 +127,14 @@ func BenchmarkRawLoop(b *testing.B) {
 		}
 		if len(recs) > 0 {
 			if !inTxn {
-				if err := p.BeginTransaction(ctx); err != nil {
+				if err := p.BeginTransaction(); err != nil {
 					b.Fatal(err)
 				}
 				inTxn, began = true, time.Now()
 			}
 			for _, r := range recs {
 				p.Produce(ctx, transform(r), nil)
-				if err := c.Acknowledge(r, client.AckAccept); err != nil {
+				if err := c.Acknowledge(r, kgoext.AckAccept); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -143,16 +149,16 @@ func BenchmarkRawLoop(b *testing.B) {
 		}
 		if inTxn && (inputs >= benchCommitRecords || time.Since(began) >= benchCommitInterval) {
 			for _, bs := range acks {
-				slices.SortFunc(bs, func(x, y client.ShareAckBatch) int { return int(x.FirstOffset - y.FirstOffset) })
+				slices.SortFunc(bs, func(x, y kgoext.ShareAckBatch) int { return int(x.FirstOffset - y.FirstOffset) })
 			}
-			if err := p.SendShareAcksToTransaction(ctx, acks, c.GroupMetadata()); err != nil {
+			if err := kgoext.SendShareAcksToTransaction(ctx, p, acks, c.GroupMetadata()); err != nil {
 				b.Fatal(err)
 			}
-			if err := p.CommitTransaction(ctx); err != nil {
+			if err := kgoext.EndTransaction(ctx, p, kgo.TryCommit); err != nil {
 				b.Fatal(err)
 			}
 			committed += inputs
-			inTxn, inputs, acks = false, 0, client.TxnAcks{}
+			inTxn, inputs, acks = false, 0, kgoext.TxnAcks{}
 		}
 	}
 	b.StopTimer()

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/kgoext/twopc"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Checkpointer is exactly-once share-group processing for frameworks that own their
@@ -15,8 +16,10 @@ import (
 //
 //	PrepareCommit → SnapshotState → (the framework makes its checkpoint durable) → NotifyCheckpointComplete
 //
-// The transaction is a KIP-939 two-phase-commit transaction: once prepared it survives a
-// crash of this process and of the broker, without a timeout, until someone completes it.
+// The transaction is a KIP-939 two-phase-commit transaction (package kgoext/twopc: a kgo
+// transactional client cannot take part, its InitProducerId aborts what is prepared):
+// once prepared it survives a crash of this process and of the broker, without a timeout,
+// until someone completes it.
 // After a crash, a new Checkpointer with the same TransactionalID calls Recover with the
 // snapshot of the last checkpoint that completed: the transaction of that checkpoint, if
 // still open, is committed; any later one is aborted and its inputs are delivered again.
@@ -53,10 +56,18 @@ func (p lifecyclePhase) String() string {
 // CheckpointerConfig configures a Checkpointer. Brokers, Group, Topics and
 // TransactionalID are required.
 type CheckpointerConfig struct {
+	// Brokers are the seed brokers of the Checkpointer's clients.
 	Brokers []string
-	Net     client.NetConfig
-	Group   string
-	Topics  []string
+	// ClientOpts are applied to both kgo clients the Checkpointer makes (the share
+	// consumer's and the two-phase-commit producer's), after its own: TLS, SASL,
+	// kgo.Dialer, kgo.ClientID, kgo.ConnIdleTimeout (raise it when checkpoints are further
+	// apart than 30s: the broker releases a share session's records when its connection
+	// closes), a kgo.RecordPartitioner for the outputs. kgo.TransactionalID,
+	// kgo.TransactionTimeout, kgo.MaxVersions and kgo's consumer and group options are
+	// refused with ErrInvalidConfig.
+	ClientOpts []kgo.Opt
+	Group      string
+	Topics     []string
 	// TransactionalID must be the same after a restart (recovery finds the prepared
 	// transaction by it) and owned by one running instance at a time.
 	TransactionalID string
@@ -71,6 +82,9 @@ func (cfg CheckpointerConfig) withDefaults() (CheckpointerConfig, error) {
 		return cfg, fmt.Errorf("%w: %s", ErrInvalidConfig, what)
 	}
 	if err := checkSource(cfg.Brokers, cfg.Group, cfg.Topics); err != nil {
+		return cfg, err
+	}
+	if err := checkClientOpts(cfg.Brokers, cfg.ClientOpts); err != nil {
 		return cfg, err
 	}
 	switch {
@@ -92,15 +106,15 @@ func NewCheckpointer(cfg CheckpointerConfig) (*Checkpointer, error) {
 		return nil, err
 	}
 	m, err := newMember(memberConfig{
-		consumer: client.ShareConsumerConfig{
-			Brokers: cfg.Brokers, Net: cfg.Net, Group: cfg.Group, Topics: cfg.Topics,
-			AckMode: client.AckExplicit, MaxRecords: cfg.MaxPollRecords,
+		consumer: consumerConfig{
+			brokers: cfg.Brokers, clientOpts: cfg.ClientOpts, group: cfg.Group, topics: cfg.Topics,
+			maxRecords: cfg.MaxPollRecords,
 		},
-		newProducer: func() (*client.Producer, error) {
-			return client.NewProducer(client.ProducerConfig{Brokers: cfg.Brokers, Net: cfg.Net, TransactionalID: cfg.TransactionalID, Enable2PC: true})
+		newProducer: func() (txnProducer, error) {
+			return newTwopcProducer(cfg.Brokers, cfg.TransactionalID, cfg.ClientOpts)
 		},
 		backoff: cfg.RetryBackoff,
-		// No initProducer: a fenced producer means another instance owns the
+		// Not replaceable: a fenced producer means another instance owns the
 		// transactional id; fencing it back would break its checkpoints.
 	})
 	if err != nil {
@@ -130,7 +144,7 @@ func (c *Checkpointer) Recover(ctx context.Context, snapshot []byte) (Recovery, 
 	if err := c.expect(phaseUnrecovered); err != nil {
 		return Recovery{}, err
 	}
-	want := client.PreparedTxnState{}
+	var want twopc.PreparedTxnState // zero: matches no transaction, so it aborts
 	if len(snapshot) > 0 {
 		s, err := DecodeSnapshot(snapshot)
 		if err != nil {
@@ -140,18 +154,18 @@ func (c *Checkpointer) Recover(ctx context.Context, snapshot []byte) (Recovery, 
 			return Recovery{}, fmt.Errorf("%w: it belongs to transactional id %q, not %q", ErrSnapshot, s.TransactionalID, c.cfg.TransactionalID)
 		}
 		if s.Prepared {
-			want = client.PreparedTxnState{ProducerID: s.ProducerID, Epoch: s.Epoch}
+			want = twopc.PreparedTxnState{ProducerID: s.ProducerID, Epoch: s.Epoch}
 		}
 	}
 	rec := Recovery{ProducerID: -1, Epoch: -1}
-	found, ok, err := c.m.producer.RecoverPreparedTransaction(ctx)
+	found, ok, err := c.twopc().RecoverPreparedTransaction(ctx)
 	if err == nil && ok {
 		rec.Found, rec.ProducerID, rec.Epoch = true, found.ProducerID, found.Epoch
-		rec.Committed, err = c.m.producer.CompleteTransaction(ctx, want)
+		rec.Committed, err = c.twopc().CompleteTransaction(ctx, want)
 	}
 	if err != nil {
 		// Start over with a fresh producer instance if Recover is called again.
-		c.m.producer.Close()
+		c.m.producer.close()
 		if p, perr := c.m.cfg.newProducer(); perr == nil {
 			c.m.producer = p
 		}
@@ -163,7 +177,7 @@ func (c *Checkpointer) Recover(ctx context.Context, snapshot []byte) (Recovery, 
 
 // Poll returns the next inputs. Every input of the previous poll must have been
 // acknowledged (Acknowledge). The first inputs after a checkpoint open its transaction.
-func (c *Checkpointer) Poll(ctx context.Context) ([]*client.Record, error) {
+func (c *Checkpointer) Poll(ctx context.Context) ([]*kgo.Record, error) {
 	if err := c.expect(phaseOpen); err != nil {
 		return nil, err
 	}
@@ -181,7 +195,7 @@ func (c *Checkpointer) Poll(ctx context.Context) ([]*client.Record, error) {
 
 // Produce writes an output in the checkpoint's transaction: visible to read_committed
 // readers once the checkpoint completes. Its failure is reported by PrepareCommit.
-func (c *Checkpointer) Produce(ctx context.Context, r *client.Record) error {
+func (c *Checkpointer) Produce(ctx context.Context, r *kgo.Record) error {
 	if err := c.expect(phaseOpen); err != nil {
 		return err
 	}
@@ -194,7 +208,7 @@ func (c *Checkpointer) Produce(ctx context.Context, r *client.Record) error {
 
 // Acknowledge settles an input of the last poll: accepted, or rejected as poison
 // (archived when the checkpoint completes, never delivered again).
-func (c *Checkpointer) Acknowledge(in *client.Record, reject bool) error {
+func (c *Checkpointer) Acknowledge(in *kgo.Record, reject bool) error {
 	if err := c.expect(phaseOpen); err != nil {
 		return err
 	}
@@ -218,7 +232,7 @@ func (c *Checkpointer) PrepareCommit(ctx context.Context) error {
 		if err := c.m.stage(ctx); err != nil {
 			return c.fatal(c.m.blame(ErrStage, err))
 		}
-		st, err := c.m.producer.PrepareTransaction(ctx)
+		st, err := c.twopc().PrepareTransaction(ctx)
 		if err != nil {
 			return c.fatal(c.m.blame(ErrCommit, c.m.note(err)))
 		}
@@ -246,8 +260,8 @@ func (c *Checkpointer) NotifyCheckpointComplete(ctx context.Context) error {
 		return err
 	}
 	if c.prepared.Prepared {
-		want := client.PreparedTxnState{ProducerID: c.prepared.ProducerID, Epoch: c.prepared.Epoch}
-		committed, err := c.m.producer.CompleteTransaction(ctx, want)
+		want := twopc.PreparedTxnState{ProducerID: c.prepared.ProducerID, Epoch: c.prepared.Epoch}
+		committed, err := c.twopc().CompleteTransaction(ctx, want)
 		if err != nil {
 			return c.fatal(stepErr(ErrCommit, c.m.note(err)))
 		}
@@ -270,7 +284,7 @@ func (c *Checkpointer) Abort(ctx context.Context) error {
 	case phasePrepared:
 		if c.prepared.Prepared {
 			// A zero want never matches: CompleteTransaction aborts.
-			if _, err := c.m.producer.CompleteTransaction(ctx, client.PreparedTxnState{}); err != nil {
+			if _, err := c.twopc().CompleteTransaction(ctx, twopc.PreparedTxnState{}); err != nil {
 				return c.fatal(stepErr(ErrCommit, c.m.note(err)))
 			}
 		}
@@ -292,10 +306,13 @@ func (c *Checkpointer) Close(ctx context.Context) error {
 		err = c.m.abort(ctx)
 	}
 	c.phase = phaseClosed
-	err = errors.Join(err, c.m.consumer.Close(ctx))
-	c.m.producer.Close()
+	err = errors.Join(err, c.m.consumer.close(ctx))
+	c.m.producer.close()
 	return err
 }
+
+// twopc is the member's two-phase-commit producer (a Checkpointer's member has no other).
+func (c *Checkpointer) twopc() *twopc.Producer { return c.m.producer.(*twopcProducer).p }
 
 // collect takes the last poll's acknowledgements out of the consumer, refusing while an
 // input is not acknowledged.

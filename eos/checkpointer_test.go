@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
 	"github.com/exactq/exactq/eos/eostest"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const ckptN = 40
@@ -78,13 +79,13 @@ func process(t *testing.T, c *eos.Checkpointer, n int) map[string]int16 {
 			t.Fatalf("Poll: %v", err)
 		}
 		for _, in := range recs {
-			if err := c.Produce(ctx, &client.Record{Topic: "out", Value: append([]byte("out-"), in.Value...)}); err != nil {
+			if err := c.Produce(ctx, &kgo.Record{Topic: "out", Value: append([]byte("out-"), in.Value...)}); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.Acknowledge(in, false); err != nil {
 				t.Fatal(err)
 			}
-			got[string(in.Value)] = in.DeliveryCount
+			got[string(in.Value)] = kgoext.DeliveryCount(in)
 		}
 	}
 	return got
@@ -295,7 +296,7 @@ func TestCheckpointerRefusesMisuse(t *testing.T) {
 	if err := c.NotifyCheckpointComplete(ctx); !errors.Is(err, eos.ErrPhase) {
 		t.Fatalf("NotifyCheckpointComplete before PrepareCommit: %v", err)
 	}
-	var recs []*client.Record
+	var recs []*kgo.Record
 	for len(recs) == 0 {
 		var err error
 		if recs, err = c.Poll(ctx); err != nil {
@@ -314,7 +315,7 @@ func TestCheckpointerRefusesMisuse(t *testing.T) {
 	if _, err := c.Poll(ctx); !errors.Is(err, eos.ErrPhase) {
 		t.Fatalf("Poll while prepared: %v", err)
 	}
-	if err := c.Produce(ctx, &client.Record{Topic: "out"}); !errors.Is(err, eos.ErrPhase) {
+	if err := c.Produce(ctx, &kgo.Record{Topic: "out"}); !errors.Is(err, eos.ErrPhase) {
 		t.Fatalf("Produce while prepared: %v", err)
 	}
 	complete(t, c)

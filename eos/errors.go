@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/exactq/exactq/client"
+	"strings"
+
+	"github.com/exactq/exactq/kgoext"
+	"github.com/exactq/exactq/kgoext/twopc"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Errors of the eos package. Each is a sentinel for errors.Is; the client and Kafka errors
-// behind it stay reachable the same way (errors.Is(err, kerr.FencedMemberEpoch)).
+// Errors of the eos package. Each is a sentinel for errors.Is; the kgo, kgoext and Kafka
+// errors behind it stay reachable the same way (errors.Is(err, kerr.FencedMemberEpoch),
+// errors.Is(err, kgoext.ErrCommitFailed)).
 var (
 	// ErrInvalidConfig is returned by NewRunner and NewCheckpointer for a configuration
 	// they cannot run with; the message names the field.
@@ -64,22 +68,82 @@ func (e *AbortError) Error() string {
 
 func (e *AbortError) Unwrap() error { return e.Err }
 
+// errDoomed is what staging returns in a transaction that a failed output already
+// doomed: nothing is sent, the transaction can only abort.
+var errDoomed = errors.New("eos: an output of the transaction failed")
+
 // stepErr wraps cause in the sentinel of the step that failed, adding ErrFenced when the
-// producer was fenced so callers need not know the client's errors.
+// producer was fenced so callers need not know kgo's errors.
 func stepErr(step, cause error) error {
-	if errors.Is(cause, client.ErrProducerFatal) && !errors.Is(cause, ErrFenced) {
+	if isFatal(cause) && !errors.Is(cause, ErrFenced) {
 		return fmt.Errorf("%w: %w: %w", step, ErrFenced, cause)
 	}
 	return fmt.Errorf("%w: %w", step, cause)
 }
 
+// The producers' errors, sorted by what the member does next. kgo and kgoext report
+// Kafka's errors as kerr values (wrapped); twopc wraps them in its own two sentinels.
+//
+//   - fatal: the producer can never write transactionally again and must be replaced
+//     (Runner) or recovered (Checkpointer): a newer instance fenced it (PRODUCER_FENCED,
+//     or INVALID_PRODUCER_EPOCH, which produce requests answer for the same thing), its
+//     producer id is no longer its own (INVALID_PRODUCER_ID_MAPPING under transactions
+//     v2, where kgo cannot recover it), or twopc.ErrProducerFatal.
+//   - abortable: the transaction cannot commit but the producer goes on once it is
+//     aborted: TRANSACTION_ABORTABLE (KIP-890), kgoext.ErrCommitFailed (acknowledgements
+//     not staged), kgoext.ErrTransactionAborted (a commit kgoext turned into an abort),
+//     twopc.ErrTransactionAbortable.
+//   - permanent: isPermanent.
+//   - resumable: a transport error, a context ending, or a Kafka error that
+//     kerr.IsRetriable (a coordinator that stayed busy or moved past kgo's retries): the
+//     same call may succeed when repeated. Any other Kafka error is a definite answer that
+//     a repeat would meet again (INVALID_TXN_STATE, say): the producer is replaced.
+func isFatal(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidProducerIDMapping) ||
+		errors.Is(err, twopc.ErrProducerFatal)
+}
+
+func isAbortable(err error) bool {
+	return errors.Is(err, kerr.TransactionAbortable) ||
+		errors.Is(err, kgoext.ErrCommitFailed) ||
+		errors.Is(err, kgoext.ErrTransactionAborted) ||
+		errors.Is(err, twopc.ErrTransactionAbortable)
+}
+
+// isResumable reports an error of a transaction step that was not a definite answer: the
+// step may be repeated.
+func isResumable(err error) bool {
+	if isAbortable(err) || isFatal(err) || isPermanent(err) {
+		return false
+	}
+	if _, ok := errors.AsType[*kerr.Error](err); ok {
+		// kgo itself resends on CONCURRENT_TRANSACTIONS (Kafka does not flag it
+		// retriable), and takes UNKNOWN_SERVER_ERROR as an outcome it could not learn.
+		return kerr.IsRetriable(err) || errors.Is(err, kerr.ConcurrentTransactions) || errors.Is(err, kerr.UnknownServerError)
+	}
+	return true
+}
+
 // isPermanent reports errors that the same call would meet again however often it is
-// retried: the broker lacks the API, or the principal lacks a permission.
+// retried: the broker lacks the API, the principal lacks a permission, or the kgo client
+// cannot do what the toolkit asks of it.
 func isPermanent(err error) bool {
 	return errors.Is(err, kerr.UnsupportedVersion) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
 		errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.TopicAuthorizationFailed) ||
 		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
-		errors.Is(err, client.ErrNotTransactional)
+		errors.Is(err, kgoext.ErrNoTransactionalHooks) ||
+		isBrokerTooOld(err)
+}
+
+// kgoBrokerTooOld is the text of the error kgo returns, without a request, when the
+// broker's ApiVersions left the request's key out (a broker without KIP-1289 or KIP-932).
+// kgo does not export the value, so it is matched by its text.
+const kgoBrokerTooOld = "broker is too old"
+
+func isBrokerTooOld(err error) bool {
+	return err != nil && strings.Contains(err.Error(), kgoBrokerTooOld)
 }

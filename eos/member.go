@@ -3,10 +3,12 @@ package eos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
-	"github.com/exactq/exactq/client"
+	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // member is one share-group member paired with its own transactional producer: what a
@@ -26,13 +28,14 @@ import (
 // A member is used from one goroutine.
 type member struct {
 	cfg      memberConfig
-	consumer *client.ShareConsumer
-	producer *client.Producer
-	// broken is set when the producer reported ErrProducerFatal: it can only be replaced.
+	consumer *shareConsumer
+	producer txnProducer
+	// broken is set when the producer reported an error it cannot recover from (fatal):
+	// it can only be replaced.
 	broken bool
 
 	inTxn    bool
-	polled   []*client.Record
+	polled   []*kgo.Record
 	acked    int // inputs of polled acknowledged
 	unstaged ackSet
 	txn      *txnCounts
@@ -42,13 +45,13 @@ type member struct {
 
 // memberConfig is what a member needs to build (and rebuild) its two clients.
 type memberConfig struct {
-	consumer    client.ShareConsumerConfig
-	newProducer func() (*client.Producer, error)
-	// initProducer prepares a new producer for transactions (InitTransactions, which
-	// fences the previous instance and aborts its open transaction). Nil means a fenced
-	// producer is not replaced: the member's owner must recover (Checkpointer).
-	initProducer func(context.Context, *client.Producer) error
-	backoff      time.Duration
+	consumer    consumerConfig
+	newProducer func() (txnProducer, error)
+	// replaceable says a fenced producer is replaced by a new instance, whose init
+	// (InitProducerId) fences the previous one and aborts its open transaction. False
+	// means the member's owner must recover instead (Checkpointer).
+	replaceable bool
+	backoff     time.Duration
 }
 
 // txnCounts describes the open transaction. produceErr is written by producer callbacks
@@ -59,12 +62,12 @@ type txnCounts struct {
 	produceErr        atomic.Pointer[error]
 	// produced is the callback of every output of the transaction (made once: a method
 	// value per Produce would allocate per record).
-	produced func(*client.Record, error)
+	produced func(*kgo.Record, error)
 }
 
 func newTxnCounts() *txnCounts {
 	t := &txnCounts{}
-	t.produced = func(_ *client.Record, err error) {
+	t.produced = func(_ *kgo.Record, err error) {
 		if err != nil {
 			t.produceErr.CompareAndSwap(nil, &err)
 		}
@@ -81,13 +84,13 @@ func (t *txnCounts) firstProduceErr() error {
 
 // newMember builds the consumer and the producer; neither talks to a broker yet.
 func newMember(cfg memberConfig) (*member, error) {
-	c, err := client.NewShareConsumer(cfg.consumer)
+	c, err := newShareConsumer(cfg.consumer)
 	if err != nil {
 		return nil, err
 	}
 	p, err := cfg.newProducer()
 	if err != nil {
-		c.Close(context.Background())
+		c.close(context.Background())
 		return nil, err
 	}
 	return &member{cfg: cfg, consumer: c, producer: p, txn: newTxnCounts()}, nil
@@ -97,7 +100,7 @@ func newMember(cfg memberConfig) (*member, error) {
 func (m *member) held() bool { return len(m.polled) > 0 || m.unstaged.len() > 0 }
 
 // poll returns the next inputs. The previous poll's inputs must have been collected.
-func (m *member) poll(ctx context.Context) ([]*client.Record, error) {
+func (m *member) poll(ctx context.Context) ([]*kgo.Record, error) {
 	recs, err := m.consumer.Poll(ctx)
 	m.polled, m.acked = recs, 0
 	m.inputs += len(recs)
@@ -114,7 +117,7 @@ func (m *member) begin(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := m.note(m.producer.BeginTransaction(ctx)); err != nil {
+	if err := m.note(m.producer.begin()); err != nil {
 		return err
 	}
 	m.inTxn, m.txn = true, newTxnCounts()
@@ -122,16 +125,16 @@ func (m *member) begin(ctx context.Context) error {
 }
 
 // produce writes an output in the open transaction; its outcome is known at commit.
-func (m *member) produce(ctx context.Context, r *client.Record) {
+func (m *member) produce(ctx context.Context, r *kgo.Record) {
 	m.txn.outputs++
-	m.producer.Produce(ctx, r, m.txn.produced)
+	m.producer.produce(ctx, r, m.txn.produced)
 }
 
 // acknowledge settles one polled input: accepted, or rejected (archived on commit).
-func (m *member) acknowledge(r *client.Record, reject bool) error {
-	t := client.AckAccept
+func (m *member) acknowledge(r *kgo.Record, reject bool) error {
+	t := kgoext.AckAccept
 	if reject {
-		t = client.AckReject
+		t = kgoext.AckReject
 	}
 	if err := m.consumer.Acknowledge(r, t); err != nil {
 		return err
@@ -160,12 +163,17 @@ func (m *member) collect() error {
 }
 
 // stage puts the collected acknowledgements into the open transaction, with the member's
-// current epoch (the broker checks it at staging time, not at acknowledgement time).
+// current epoch (the broker checks it at staging time, not at acknowledgement time). A
+// transaction that an output already doomed stages nothing: it can only abort, and the
+// inputs go back sooner released than staged and aborted.
 func (m *member) stage(ctx context.Context) error {
 	if m.unstaged.len() == 0 {
 		return nil
 	}
-	err := m.producer.SendShareAcksToTransaction(ctx, m.unstaged.txnAcks(), m.consumer.GroupMetadata())
+	if perr := m.txn.firstProduceErr(); perr != nil {
+		return fmt.Errorf("%w: %w", errDoomed, perr)
+	}
+	err := m.producer.stage(ctx, m.unstaged.txnAcks(), m.consumer.GroupMetadata())
 	if err != nil {
 		return m.note(err)
 	}
@@ -173,36 +181,26 @@ func (m *member) stage(ctx context.Context) error {
 	return nil
 }
 
-// commit stages what is left and commits. A commit that failed on the way (transport, not
-// an answer) is resumed a few times: the client never commits twice. On error the
-// transaction is still open and the caller must abort.
+// commit stages what is left and commits. It is not retried: kgo retries the EndTxn
+// itself, and refuses a second commit after one whose outcome it could not learn (the
+// abort that follows settles it: kgo reloads the producer id, which fences the
+// transaction, and a commit the coordinator already decided stays committed). On error
+// the transaction is still open and the caller must abort.
 func (m *member) commit(ctx context.Context) error {
 	if err := m.stage(ctx); err != nil {
 		return m.blame(ErrStage, err)
 	}
-	err := m.producer.CommitTransaction(ctx)
-	for try := 1; err != nil && resumable(err) && try < 3 && ctx.Err() == nil; try++ {
-		if sleep(ctx, m.cfg.backoff) != nil {
-			break
-		}
-		err = m.producer.CommitTransaction(ctx)
-	}
-	if err != nil {
+	if err := m.producer.commit(ctx); err != nil {
 		return m.blame(ErrCommit, m.note(err))
 	}
 	m.inTxn, m.inputs = false, 0
 	return nil
 }
 
-// resumable reports a commit error that was not the coordinator's answer.
-func resumable(err error) bool {
-	return !errors.Is(err, client.ErrTransactionAbortable) && !errors.Is(err, client.ErrProducerFatal) && !isPermanent(err)
-}
-
 // blame wraps err in the step's sentinel, or in ErrProduce when an output of the
 // transaction failed (that dooms the transaction, and later steps only echo it).
 func (m *member) blame(step, err error) error {
-	if perr := m.txn.firstProduceErr(); perr != nil && errors.Is(err, client.ErrTransactionAbortable) {
+	if perr := m.txn.firstProduceErr(); perr != nil && (isAbortable(err) || errors.Is(err, errDoomed)) {
 		return stepErr(ErrProduce, errors.Join(perr, err))
 	}
 	return stepErr(step, err)
@@ -210,7 +208,7 @@ func (m *member) blame(step, err error) error {
 
 // note records a fatal producer error (the producer must be replaced) and returns err.
 func (m *member) note(err error) error {
-	if errors.Is(err, client.ErrProducerFatal) {
+	if isFatal(err) {
 		m.broken = true
 	}
 	return err
@@ -227,12 +225,13 @@ func (m *member) note(err error) error {
 //     abort is replaced, and the new instance's InitTransactions aborts it;
 //  4. inputs still unstaged are RELEASEd (ShareConsumer.ReleaseAcknowledgements, sent at
 //     once with CommitSync);
-//  5. if that fails, the consumer is closed and recreated: closing its share sessions
-//     releases every record it holds that is not TX_PENDING.
+//  5. if that fails, the consumer and its kgo client are closed and recreated: closing
+//     its share sessions (or, failing that, their connections) releases every record it
+//     holds that is not TX_PENDING.
 func (m *member) abort(ctx context.Context) error {
 	m.inputs = 0
 	for _, r := range m.polled {
-		_ = m.consumer.Acknowledge(r, client.AckAccept) // ErrNotDelivered: already acknowledged
+		_ = m.consumer.Acknowledge(r, kgoext.AckAccept) // ErrNotDelivered: already acknowledged
 	}
 	if err := m.collect(); err != nil {
 		return m.replaceConsumer(ctx)
@@ -275,27 +274,26 @@ func (m *member) abortTxn(ctx context.Context) error {
 	}
 	m.inTxn = false
 	for try := 0; !m.broken && try < 3; try++ {
-		err := m.note(m.producer.AbortTransaction(ctx))
+		err := m.note(m.producer.abort(ctx))
 		if err == nil {
 			return nil
 		}
-		if !resumable(err) || sleep(ctx, m.cfg.backoff) != nil {
+		if !isResumable(err) || sleep(ctx, m.cfg.backoff) != nil {
 			break
 		}
 	}
-	// Fenced, the coordinator unreachable, or EndTxn(commit) already sent: a new
-	// instance settles the transaction (its InitTransactions aborts it, or waits for the
-	// commit the coordinator already decided).
+	// Fenced, or the coordinator unreachable: a new instance settles the transaction (its
+	// InitProducerId aborts it, or waits for a commit the coordinator already decided).
 	return m.replaceProducer(ctx)
 }
 
 // replaceProducer closes the producer and starts a new instance with the same
 // transactional id.
 func (m *member) replaceProducer(ctx context.Context) error {
-	if m.cfg.initProducer == nil {
+	if !m.cfg.replaceable {
 		return stepErr(ErrFenced, errors.New("eos: the producer cannot be replaced here; recover"))
 	}
-	m.producer.Close()
+	m.producer.close()
 	m.inTxn = false
 	p, err := m.cfg.newProducer()
 	if err != nil {
@@ -305,11 +303,12 @@ func (m *member) replaceProducer(ctx context.Context) error {
 	return m.startTransactions(ctx)
 }
 
-// startTransactions runs initProducer on the producer until it succeeds, replacing a
-// producer that became unusable, and retrying transient errors until ctx ends.
+// startTransactions runs the producer's init until it succeeds, retrying until ctx ends
+// unless the error is permanent. Each retry is a new producer: a kgo client keeps a failed
+// producer id load as its state, and a fresh client starts clean.
 func (m *member) startTransactions(ctx context.Context) error {
 	for {
-		err := m.cfg.initProducer(ctx, m.producer)
+		err := m.producer.init(ctx)
 		if err == nil {
 			m.broken = false
 			return nil
@@ -320,24 +319,22 @@ func (m *member) startTransactions(ctx context.Context) error {
 		if err := sleep(ctx, m.cfg.backoff); err != nil {
 			return err
 		}
-		if errors.Is(err, client.ErrProducerFatal) {
-			m.producer.Close()
-			p, err := m.cfg.newProducer()
-			if err != nil {
-				return err
-			}
-			m.producer = p
+		m.producer.close()
+		p, err := m.cfg.newProducer()
+		if err != nil {
+			return err
 		}
+		m.producer = p
 	}
 }
 
-// replaceConsumer closes the consumer, which releases every record it still holds that is
-// not TX_PENDING, and joins the group again as a new member.
+// replaceConsumer closes the consumer and its client, which releases every record it still
+// holds that is not TX_PENDING, and joins the group again as a new member.
 func (m *member) replaceConsumer(ctx context.Context) error {
-	_ = m.consumer.Close(ctx) // its errors are acknowledgements that were not applied: released anyway
+	_ = m.consumer.close(ctx) // its errors are acknowledgements that were not applied: released anyway
 	m.polled = nil
 	m.unstaged.clear()
-	c, err := client.NewShareConsumer(m.cfg.consumer)
+	c, err := newShareConsumer(m.cfg.consumer)
 	if err != nil {
 		return err
 	}
@@ -352,8 +349,8 @@ func (m *member) close(ctx context.Context) error {
 	if m.inTxn || m.held() {
 		err = m.abort(ctx)
 	}
-	err = errors.Join(err, m.consumer.Close(ctx))
-	m.producer.Close()
+	err = errors.Join(err, m.consumer.close(ctx))
+	m.producer.close()
 	return err
 }
 

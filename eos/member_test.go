@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos/eostest"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // abortEnv is a broker with 20 inputs on one partition, and record locks of a minute: a
@@ -29,13 +30,12 @@ func testMember(t *testing.T, b *testbroker.Broker, group string) *member {
 	eostest.ReadFromEarliest(t, b.Addr, group)
 	eostest.SetGroupConfig(t, b.Addr, group, "share.record.lock.duration.ms", "60000")
 	m, err := newMember(memberConfig{
-		consumer: client.ShareConsumerConfig{Brokers: []string{b.Addr}, Group: group, Topics: []string{"in"},
-			AckMode: client.AckExplicit, MaxRecords: 5},
-		newProducer: func() (*client.Producer, error) {
-			return client.NewProducer(client.ProducerConfig{Brokers: []string{b.Addr}, TransactionalID: group})
+		consumer: consumerConfig{brokers: []string{b.Addr}, group: group, topics: []string{"in"}, maxRecords: 5},
+		newProducer: func() (txnProducer, error) {
+			return newKgoProducer([]string{b.Addr}, group, time.Minute, nil)
 		},
-		initProducer: func(ctx context.Context, p *client.Producer) error { return p.InitTransactions(ctx) },
-		backoff:      20 * time.Millisecond,
+		replaceable: true,
+		backoff:     20 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func testMember(t *testing.T, b *testbroker.Broker, group string) *member {
 }
 
 // pollSome polls until it gets records; it opens the transaction first.
-func pollSome(t *testing.T, m *member) []*client.Record {
+func pollSome(t *testing.T, m *member) []*kgo.Record {
 	t.Helper()
 	ctx := eostest.Context(t)
 	if err := m.begin(ctx); err != nil {
@@ -65,7 +65,7 @@ func pollSome(t *testing.T, m *member) []*client.Record {
 	}
 }
 
-func acceptAll(t *testing.T, m *member, recs []*client.Record) {
+func acceptAll(t *testing.T, m *member, recs []*kgo.Record) {
 	t.Helper()
 	for _, r := range recs {
 		if err := m.acknowledge(r, false); err != nil {
@@ -82,8 +82,8 @@ func redelivered(t *testing.T, m *member) {
 	t.Helper()
 	recs := pollSome(t, m)
 	for _, r := range recs {
-		if r.DeliveryCount < 2 {
-			t.Fatalf("offset %d delivered %d times after the abort, want a redelivery", r.Offset, r.DeliveryCount)
+		if n := kgoext.DeliveryCount(r); n < 2 {
+			t.Fatalf("offset %d delivered %d times after the abort, want a redelivery", r.Offset, n)
 		}
 	}
 }
@@ -118,8 +118,8 @@ func TestAbortGivesEveryInputBack(t *testing.T) {
 		m := testMember(t, b, "g-doomed")
 		ctx := eostest.Context(t)
 		recs := pollSome(t, m)
-		m.produce(ctx, &client.Record{Topic: "small", Value: make([]byte, 4096)})
-		if err := m.producer.Flush(ctx); err != nil { // the refusal is known before staging
+		m.produce(ctx, &kgo.Record{Topic: "small", Value: make([]byte, 4096)})
+		if err := m.producer.flush(ctx); err != nil { // the refusal is known before staging
 			t.Fatal(err)
 		}
 		acceptAll(t, m, recs)

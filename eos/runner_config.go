@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactq/exactq/client"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ProcessFunc handles one input record and says what becomes of it. It is called for one
@@ -15,13 +15,15 @@ import (
 // An error aborts the worker's open transaction: no output of it becomes visible, and
 // every input of it is delivered again (to any worker), until the group's
 // share.delivery.count.limit archives an input that keeps failing.
-type ProcessFunc func(ctx context.Context, in *client.Record) (Result, error)
+type ProcessFunc func(ctx context.Context, in *kgo.Record) (Result, error)
 
 // Result is what a ProcessFunc decided for one input.
 type Result struct {
 	// Outputs are written in the transaction that acknowledges the input; each needs its
-	// Topic. They become visible to read_committed readers when it commits, never before.
-	Outputs []*client.Record
+	// Topic (the partition is the producer's kgo.RecordPartitioner's choice, which
+	// ClientOpts can set). They become visible to read_committed readers when it commits,
+	// never before.
+	Outputs []*kgo.Record
 	// Reject marks the input as poison: when the transaction commits it is archived and
 	// never delivered again. Outputs are still written (a dead-letter record, say).
 	Reject bool
@@ -41,8 +43,16 @@ type Commit struct {
 // RunnerConfig configures a Runner. Brokers, Group, Topics, TransactionalIDPrefix and
 // Process are required; every other field has a default when zero.
 type RunnerConfig struct {
+	// Brokers are the seed brokers of every client the runner makes.
 	Brokers []string
-	Net     client.NetConfig
+	// ClientOpts are applied to every kgo client the runner makes (each worker's share
+	// consumer client and transactional producer), after the runner's own: TLS
+	// (kgo.DialTLSConfig), SASL, kgo.Dialer, kgo.ClientID, kgo.ConnIdleTimeout (raise it
+	// with share.record.lock.duration.ms above 30s, see kgoext.NewShareConsumer), a
+	// kgo.RecordPartitioner for the outputs. What the runner sets itself is refused with
+	// ErrInvalidConfig: kgo.TransactionalID, kgo.TransactionTimeout, kgo.MaxVersions, and
+	// kgo's consumer and group options.
+	ClientOpts []kgo.Opt
 	// Group is the share group; Topics the input topics every worker subscribes to.
 	Group  string
 	Topics []string
@@ -88,6 +98,9 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	if err := checkSource(cfg.Brokers, cfg.Group, cfg.Topics); err != nil {
 		return cfg, err
 	}
+	if err := checkClientOpts(cfg.Brokers, cfg.ClientOpts); err != nil {
+		return cfg, err
+	}
 	switch {
 	case cfg.TransactionalIDPrefix == "":
 		return bad("TransactionalIDPrefix is empty")
@@ -114,6 +127,7 @@ func (cfg RunnerConfig) withDefaults() (RunnerConfig, error) {
 	}
 	cfg.Brokers = append([]string(nil), cfg.Brokers...)
 	cfg.Topics = append([]string(nil), cfg.Topics...)
+	cfg.ClientOpts = append([]kgo.Opt(nil), cfg.ClientOpts...)
 	return cfg, nil
 }
 

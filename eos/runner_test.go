@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
 	"github.com/exactq/exactq/eos/eostest"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // flaky is a ProcessFunc for tests: it fails the first time it sees each input in
@@ -28,7 +28,7 @@ type flaky struct {
 	seen          map[string]int
 }
 
-func (f *flaky) process(_ context.Context, in *client.Record) (eos.Result, error) {
+func (f *flaky) process(_ context.Context, in *kgo.Record) (eos.Result, error) {
 	v := string(in.Value)
 	f.mu.Lock()
 	f.seen[v]++
@@ -40,9 +40,9 @@ func (f *flaky) process(_ context.Context, in *client.Record) (eos.Result, error
 	case first && f.failOnce[v]:
 		return eos.Result{}, errors.New("transient failure of " + v)
 	case f.tooLarge[v] && !f.produceFailed.Load():
-		return eos.Result{Outputs: []*client.Record{{Topic: f.out, Value: make([]byte, 64<<10)}}}, nil
+		return eos.Result{Outputs: []*kgo.Record{{Topic: f.out, Value: make([]byte, 64<<10)}}}, nil
 	}
-	return eos.Result{Outputs: []*client.Record{{Topic: f.out, Key: in.Value, Value: []byte("out-" + v)}}}, nil
+	return eos.Result{Outputs: []*kgo.Record{{Topic: f.out, Key: in.Value, Value: []byte("out-" + v)}}}, nil
 }
 
 // tally counts what a runner reports.
@@ -158,7 +158,7 @@ func TestRunnerExactlyOnceWithFailuresAndPoison(t *testing.T) {
 // fills in defaults.
 func TestNewRunnerValidates(t *testing.T) {
 	ok := eos.RunnerConfig{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"in"}, TransactionalIDPrefix: "p",
-		Process: func(context.Context, *client.Record) (eos.Result, error) { return eos.Result{}, nil }}
+		Process: func(context.Context, *kgo.Record) (eos.Result, error) { return eos.Result{}, nil }}
 	for name, mutate := range map[string]func(*eos.RunnerConfig){
 		"Brokers":               func(c *eos.RunnerConfig) { c.Brokers = nil },
 		"Group":                 func(c *eos.RunnerConfig) { c.Group = "" },
@@ -211,13 +211,13 @@ func TestRunnerShutdownCommitsWhatWasProcessed(t *testing.T) {
 		Brokers: []string{b.Addr}, Group: "stoppers", Topics: []string{"in"}, TransactionalIDPrefix: "stoppers",
 		// Nothing is due before the shutdown: its commit is the only one.
 		CommitRecords: 1000, CommitInterval: 20 * time.Second, MaxPollRecords: 10,
-		Process: func(_ context.Context, in *client.Record) (eos.Result, error) {
+		Process: func(_ context.Context, in *kgo.Record) (eos.Result, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if processed = append(processed, string(in.Value)); len(processed) == 25 {
 				stop() // mid-poll: the rest of this poll is still processed
 			}
-			return eos.Result{Outputs: []*client.Record{{Topic: "out", Value: []byte("out-" + string(in.Value))}}}, nil
+			return eos.Result{Outputs: []*kgo.Record{{Topic: "out", Value: []byte("out-" + string(in.Value))}}}, nil
 		},
 		OnCommit: got.onCommit, OnAbort: got.onAbort,
 	})
@@ -245,8 +245,60 @@ func TestRunnerShutdownCommitsWhatWasProcessed(t *testing.T) {
 	// acknowledged; the others are still to be delivered.
 	adm := eostest.Admin(t, b.Addr)
 	waitFor(t, "the processed inputs acknowledged, the others not", func() bool {
-		offs, err := adm.DescribeShareGroupOffsets(eostest.Context(t), "stoppers")
-		so := offs[client.TopicPartition{Topic: "in", Partition: 0}]
+		so, err := eostest.ShareOffset(eostest.Context(t), adm, "stoppers", "in", 0)
 		return err == nil && so.StartOffset == int64(len(processed)) && so.Lag == int64(len(inputs)-len(processed))
 	})
+}
+
+// A worker whose producer is fenced mid-transaction (another producer took its
+// transactional id: kgo answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH) reports an
+// abort matching ErrFenced, replaces its producer, and goes on: every input still ends up
+// with exactly one committed output, and the runner does not stop.
+func TestRunnerReplacesFencedProducer(t *testing.T) {
+	b := eostest.Start(t)
+	eostest.CreateTopic(t, b.Addr, "in", 1)
+	eostest.CreateTopic(t, b.Addr, "out", 1)
+	eostest.ReadFromEarliest(t, b.Addr, "fenced")
+	inputs := eostest.Inputs(60)
+	eostest.Produce(t, b.Addr, "in", 1, inputs)
+
+	var fenced atomic.Bool
+	var got tally
+	r, err := eos.NewRunner(eos.RunnerConfig{
+		Brokers: []string{b.Addr}, Group: "fenced", Topics: []string{"in"}, TransactionalIDPrefix: "fenced",
+		CommitRecords: 10, MaxPollRecords: 5, RetryBackoff: 20 * time.Millisecond,
+		Process: func(ctx context.Context, in *kgo.Record) (eos.Result, error) {
+			if string(in.Value) == inputs[23] && !fenced.Swap(true) {
+				// A second instance with worker 0's transactional id: its InitProducerId
+				// bumps the epoch and aborts the worker's open transaction.
+				other := eostest.Client(t, b.Addr, kgo.TransactionalID("fenced-0"))
+				if _, _, err := other.ProducerID(ctx); err != nil {
+					t.Errorf("fencing producer: %v", err)
+				}
+				other.Close()
+			}
+			return eos.Result{Outputs: []*kgo.Record{{Topic: "out", Value: []byte("out-" + string(in.Value))}}}, nil
+		},
+		OnCommit: got.onCommit, OnAbort: got.onAbort,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(eostest.Context(t))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	waitFor(t, "every input committed", func() bool { return got.inputs.Load() >= int64(len(inputs)) })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := got.abortsMatching(eos.ErrFenced); n < 1 {
+		t.Fatalf("no abort matching ErrFenced; aborts: %v", got.aborts)
+	}
+	want := make([]string, len(inputs))
+	for i, v := range inputs {
+		want[i] = "out-" + v
+	}
+	eostest.ExactlyOnce(t, eostest.Committed(t, b.Addr, "out", 1), want)
+	eostest.WaitDrained(t, b.Addr, "fenced", "in", 1)
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactq/exactq/client"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // worker is one of a Runner's share consumers with its transactional producer, on its own
@@ -45,23 +45,21 @@ func (w *worker) run(ctx context.Context) error {
 func (w *worker) open(ctx context.Context) error {
 	cfg := w.cfg
 	m, err := newMember(memberConfig{
-		consumer: client.ShareConsumerConfig{
-			Brokers: cfg.Brokers, Net: cfg.Net, Group: cfg.Group, Topics: cfg.Topics,
-			AckMode: client.AckExplicit, MaxRecords: cfg.MaxPollRecords,
+		consumer: consumerConfig{
+			brokers: cfg.Brokers, clientOpts: cfg.ClientOpts, group: cfg.Group, topics: cfg.Topics,
+			maxRecords: cfg.MaxPollRecords,
 		},
-		newProducer: func() (*client.Producer, error) {
-			return client.NewProducer(client.ProducerConfig{
-				Brokers: cfg.Brokers, Net: cfg.Net, TransactionalID: w.txnID, TransactionTimeout: cfg.TransactionTimeout,
-			})
+		newProducer: func() (txnProducer, error) {
+			return newKgoProducer(cfg.Brokers, w.txnID, cfg.TransactionTimeout, cfg.ClientOpts)
 		},
-		initProducer: func(ctx context.Context, p *client.Producer) error { return p.InitTransactions(ctx) },
-		backoff:      cfg.RetryBackoff,
+		replaceable: true,
+		backoff:     cfg.RetryBackoff,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	w.m = m
-	// InitTransactions fences a crashed predecessor with this transactional id and aborts
+	// InitProducerId fences a crashed predecessor with this transactional id and aborts
 	// the transaction it left open, which makes its staged inputs available again.
 	if err := m.startTransactions(ctx); err != nil {
 		m.close(context.WithoutCancel(ctx))
@@ -109,7 +107,7 @@ func (w *worker) loop(ctx, grace context.Context) error {
 
 // poll waits for inputs, but while a transaction is open only until its commit deadline
 // (then it returns no records and no error).
-func (w *worker) poll(ctx context.Context) ([]*client.Record, error) {
+func (w *worker) poll(ctx context.Context) ([]*kgo.Record, error) {
 	if !w.m.inTxn {
 		return w.m.poll(ctx)
 	}
@@ -123,7 +121,7 @@ func (w *worker) poll(ctx context.Context) ([]*client.Record, error) {
 }
 
 // process runs the ProcessFunc on each input, writes its outputs and acknowledges it.
-func (w *worker) process(ctx context.Context, recs []*client.Record) error {
+func (w *worker) process(ctx context.Context, recs []*kgo.Record) error {
 	if !w.m.inTxn {
 		w.began = time.Now()
 		if err := w.m.begin(ctx); err != nil {

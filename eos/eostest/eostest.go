@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/internal/share/sharepartition"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Timeout bounds each wait of these helpers.
@@ -51,15 +54,21 @@ func Context(t testing.TB) context.Context {
 	return ctx
 }
 
-// Admin is an admin client closed with the test.
-func Admin(t testing.TB, addr string) *client.Admin {
+// Client is a kgo client of addr with opts, closed with the test.
+func Client(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	a, err := client.NewAdmin(client.AdminConfig{Brokers: []string{addr}})
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(a.Close)
-	return a
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin is an admin client closed with the test.
+func Admin(t testing.TB, addr string) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(Client(t, addr))
 }
 
 // CreateTopic creates topic with partitions partitions.
@@ -71,7 +80,14 @@ func CreateTopic(t testing.TB, addr, topic string, partitions int32) {
 // CreateTopicWithConfig creates topic with partitions partitions and topic configs.
 func CreateTopicWithConfig(t testing.TB, addr, topic string, partitions int32, configs map[string]string) {
 	t.Helper()
-	_, err := Admin(t, addr).CreateTopics(Context(t), false, client.NewTopic{Name: topic, Partitions: partitions, ReplicationFactor: 1, Configs: configs})
+	cfg := map[string]*string{}
+	for k, v := range configs {
+		cfg[k] = kmsg.StringPtr(v)
+	}
+	resp, err := Admin(t, addr).CreateTopic(Context(t), partitions, 1, cfg, topic)
+	if err == nil {
+		err = resp.Err
+	}
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
@@ -81,23 +97,48 @@ func CreateTopicWithConfig(t testing.TB, addr, topic string, partitions int32, c
 // (share.auto.offset.reset=earliest), so it reads records produced before it joined.
 func ReadFromEarliest(t testing.TB, addr, group string) {
 	t.Helper()
-	_, err := Admin(t, addr).IncrementalAlterConfigs(Context(t), false, map[client.ConfigResource][]client.AlterConfig{
-		{Type: client.GroupResource, Name: group}: {{Name: "share.auto.offset.reset", Op: client.OpSet, Value: "earliest"}},
-	})
-	if err != nil {
-		t.Fatalf("share.auto.offset.reset on %s: %v", group, err)
-	}
+	SetGroupConfig(t, addr, group, "share.auto.offset.reset", "earliest")
 }
 
-// SetGroupConfig sets one dynamic config of group.
+// SetGroupConfig sets one dynamic config of group (IncrementalAlterConfigs; kadm has no
+// call for group configs).
 func SetGroupConfig(t testing.TB, addr, group, name, value string) {
 	t.Helper()
-	_, err := Admin(t, addr).IncrementalAlterConfigs(Context(t), false, map[client.ConfigResource][]client.AlterConfig{
-		{Type: client.GroupResource, Name: group}: {{Name: name, Op: client.OpSet, Value: value}},
-	})
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = name, kmsg.StringPtr(value) // Op 0 is SET
+	res.Configs = append(res.Configs, cfg)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(Context(t), Client(t, addr))
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Resources[0].ErrorCode)
+	}
 	if err != nil {
 		t.Fatalf("%s on %s: %v", name, group, err)
 	}
+}
+
+// ShareOffset is partition part of topic as group's share partition sees it: its start
+// offset and lag (DescribeShareGroupOffsets).
+func ShareOffset(ctx context.Context, adm *kadm.Client, group, topic string, part int32) (kadm.ShareOffset, error) {
+	ds, err := adm.DescribeShareGroupOffsets(ctx, group)
+	if err != nil {
+		return kadm.ShareOffset{}, err
+	}
+	d, ok := ds[group]
+	if !ok {
+		return kadm.ShareOffset{}, fmt.Errorf("group %s not described", group)
+	}
+	if d.Err != nil {
+		return kadm.ShareOffset{}, d.Err
+	}
+	so, ok := d.Offsets[topic][part]
+	if !ok {
+		return kadm.ShareOffset{}, fmt.Errorf("%s[%d] not in group %s", topic, part, group)
+	}
+	return so, so.Err
 }
 
 // Inputs returns the values Produce writes: "in-00000", "in-00001", ...
@@ -112,37 +153,25 @@ func Inputs(n int) []string {
 // Produce writes values to topic, round robin over its partitions, and waits for them.
 func Produce(t testing.TB, addr, topic string, partitions int32, values []string) {
 	t.Helper()
-	recs := make([]*client.Record, len(values))
+	recs := make([]*kgo.Record, len(values))
 	for i, v := range values {
-		recs[i] = &client.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(v)}
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Value: []byte(v)}
 	}
 	ProduceRecords(t, addr, recs)
 }
 
 // ProduceRecords writes recs (each to its Topic and Partition) and waits for them.
-func ProduceRecords(t testing.TB, addr string, recs []*client.Record) {
+func ProduceRecords(t testing.TB, addr string, recs []*kgo.Record) {
 	t.Helper()
-	ctx := Context(t)
-	p := producer(t, addr)
-	errs := make(chan error, len(recs))
-	for _, r := range recs {
-		p.Produce(ctx, r, func(_ *client.Record, err error) { errs <- err })
-	}
-	for range recs {
-		if err := <-errs; err != nil {
-			t.Fatalf("produce: %v", err)
-		}
+	if err := producer(t, addr).ProduceSync(Context(t), recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
 	}
 }
 
-func producer(t testing.TB, addr string) *client.Producer {
+// producer writes each record to the partition it names.
+func producer(t testing.TB, addr string) *kgo.Client {
 	t.Helper()
-	p, err := client.NewProducer(client.ProducerConfig{Brokers: []string{addr}, Partitioner: client.ManualPartitioner(), Linger: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
+	return Client(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond))
 }
 
 // endMarker is written after the outputs to find where reading may stop.
@@ -157,33 +186,36 @@ func Committed(t testing.TB, addr, topic string, partitions int32) map[string]in
 	ctx := Context(t)
 	p := producer(t, addr)
 	for part := range partitions {
-		if err := p.ProduceSync(ctx, &client.Record{Topic: topic, Partition: part, Value: []byte(endMarker)}); err != nil {
+		if err := p.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: part, Value: []byte(endMarker)}).FirstErr(); err != nil {
 			t.Fatalf("end marker: %v", err)
 		}
 	}
-	c, err := client.NewConsumer(client.ConsumerConfig{Brokers: []string{addr}, IsolationLevel: client.ReadCommitted, FetchMaxWait: 100 * time.Millisecond})
+	assign := map[int32]kgo.Offset{}
+	for part := range partitions {
+		assign[part] = kgo.NewOffset().AtStart()
+	}
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	assign := map[client.TopicPartition]client.Offset{}
-	for part := range partitions {
-		assign[client.TopicPartition{Topic: topic, Partition: part}] = client.Earliest
-	}
-	c.Assign(assign)
 	got := map[string]int{}
 	for ended := 0; ended < int(partitions); {
-		recs, err := c.Poll(ctx)
-		if err != nil {
-			t.Fatalf("read %s read_committed: %v", topic, err)
+		fs := c.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %s read_committed: %v (%d of %d partitions read to the end)", topic, err, ended, partitions)
 		}
-		for _, r := range recs {
+		fs.EachError(func(topic string, part int32, err error) {
+			t.Fatalf("read %s[%d] read_committed: %v", topic, part, err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
 			if string(r.Value) == endMarker {
 				ended++
-				continue
+				return
 			}
 			got[string(r.Value)]++
-		}
+		})
 	}
 	return got
 }
@@ -222,31 +254,27 @@ func WaitDrained(t testing.TB, addr, group, topic string, partitions int32) {
 	t.Helper()
 	ctx := Context(t)
 	adm := Admin(t, addr)
-	ends := map[client.TopicPartition]int64{}
-	for part := range partitions {
-		ends[client.TopicPartition{Topic: topic, Partition: part}] = -1 // latest
+	listed, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = listed.Error()
 	}
-	listed, err := adm.ListOffsets(ctx, client.ReadUncommitted, ends)
 	if err != nil {
 		t.Fatalf("list offsets: %v", err)
 	}
 	var last string
 	for ctx.Err() == nil {
-		offs, err := adm.DescribeShareGroupOffsets(ctx, group)
-		last = fmt.Sprint(err)
-		if err == nil {
-			drained := true
-			last = ""
-			for tp, lo := range listed {
-				so, ok := offs[tp]
-				last += fmt.Sprintf(" %s[%d]: start %d lag %d end %d;", tp.Topic, tp.Partition, so.StartOffset, so.Lag, lo.Offset)
-				if !ok || so.StartOffset != lo.Offset || so.Lag != 0 {
-					drained = false
-				}
+		drained := true
+		last = ""
+		for part := range partitions {
+			end, _ := listed.Lookup(topic, part)
+			so, err := ShareOffset(ctx, adm, group, topic, part)
+			last += fmt.Sprintf(" %s[%d]: start %d lag %d end %d (%v);", topic, part, so.StartOffset, so.Lag, end.Offset, err)
+			if err != nil || so.StartOffset != end.Offset || so.Lag != 0 {
+				drained = false
 			}
-			if drained {
-				return
-			}
+		}
+		if drained {
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

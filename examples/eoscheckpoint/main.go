@@ -31,8 +31,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
+	"github.com/exactq/exactq/examples/internal/groupconfig"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func main() {
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		return err
 	}
 	if o.fromEarliest {
-		if err := readFromEarliest(ctx, o.brokers, o.group); err != nil {
+		if err := groupconfig.ReadFromEarliest(ctx, o.brokers, nil, o.group); err != nil {
 			return err
 		}
 	}
@@ -128,10 +129,10 @@ type counter struct {
 	counts map[string]int64
 }
 
-func (c *counter) process(in *client.Record) *client.Record {
+func (c *counter) process(in *kgo.Record) *kgo.Record {
 	key := string(in.Key)
 	c.counts[key]++
-	return &client.Record{Topic: c.out, Key: in.Key, Value: fmt.Appendf(nil, "%s=%d", key, c.counts[key])}
+	return &kgo.Record{Topic: c.out, Key: in.Key, Value: fmt.Appendf(nil, "%s=%d", key, c.counts[key])}
 }
 
 // snapshot copies the counts into a checkpoint.
@@ -141,14 +142,4 @@ func (c *counter) snapshot() map[string]int64 {
 		out[k] = v
 	}
 	return out
-}
-
-// readFromEarliest sets share.auto.offset.reset=earliest on the group.
-func readFromEarliest(ctx context.Context, brokers []string, group string) error {
-	adm, err := client.NewAdmin(client.AdminConfig{Brokers: brokers})
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	return adm.SetGroupConfigs(ctx, group, map[string]string{"share.auto.offset.reset": "earliest"})
 }

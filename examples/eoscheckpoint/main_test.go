@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
 	"github.com/exactq/exactq/eos/eostest"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The program is stopped like a kill twice, once after preparing a checkpoint it never
@@ -24,9 +24,9 @@ func TestCheckpointLoopExactlyOnceAcrossCrashes(t *testing.T) {
 	const parts, keys, perKey = 2, 5, 12
 	eostest.CreateTopic(t, b.Addr, "lines", parts)
 	eostest.CreateTopic(t, b.Addr, "counts", 1)
-	var recs []*client.Record
+	var recs []*kgo.Record
 	for i := range keys * perKey {
-		recs = append(recs, &client.Record{Topic: "lines", Partition: int32(i % parts), Key: fmt.Appendf(nil, "k%d", i%keys), Value: []byte("x")})
+		recs = append(recs, &kgo.Record{Topic: "lines", Partition: int32(i % parts), Key: fmt.Appendf(nil, "k%d", i%keys), Value: []byte("x")})
 	}
 	eostest.ProduceRecords(t, b.Addr, recs)
 	state := filepath.Join(t.TempDir(), "counter.ckpt")

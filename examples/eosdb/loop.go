@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/eos"
+	"github.com/exactq/exactq/kgoext"
 )
 
 // errCrash is returned when a crash point stops the program (tests): the loader is
@@ -66,7 +67,7 @@ func (l *loader) collect(ctx context.Context) ([]row, error) {
 				return nil, err
 			}
 			rows = append(rows, row{topic: in.Topic, partition: in.Partition, offset: in.Offset,
-				key: in.Key, value: in.Value, deliveryCount: in.DeliveryCount})
+				key: in.Key, value: in.Value, deliveryCount: kgoext.DeliveryCount(in)})
 		}
 		if err != nil && !timedOut {
 			if errors.Is(err, eos.ErrFenced) || errors.Is(err, eos.ErrClosed) {

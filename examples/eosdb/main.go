@@ -33,8 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
+	"github.com/exactq/exactq/examples/internal/groupconfig"
 )
 
 func main() {
@@ -118,7 +118,7 @@ func run(ctx context.Context, o options, log io.Writer) error {
 		o.crash = func(string, int64, []row) error { return nil }
 	}
 	if o.fromEarliest {
-		if err := readFromEarliest(ctx, o.brokers, o.group); err != nil {
+		if err := groupconfig.ReadFromEarliest(ctx, o.brokers, nil, o.group); err != nil {
 			return err
 		}
 	}
@@ -157,14 +157,4 @@ func start(ctx context.Context, o options, d *db, log io.Writer) (*loader, error
 	}
 	fmt.Fprintf(log, "eosdb: database at checkpoint %d; open broker transaction found: %v, committed: %v\n", n, rec.Found, rec.Committed)
 	return &loader{o: o, cp: cp, db: d, last: n, log: log, recovery: rec}, nil
-}
-
-// readFromEarliest sets share.auto.offset.reset=earliest on the group.
-func readFromEarliest(ctx context.Context, brokers []string, group string) error {
-	adm, err := client.NewAdmin(client.AdminConfig{Brokers: brokers})
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	return adm.SetGroupConfigs(ctx, group, map[string]string{"share.auto.offset.reset": "earliest"})
 }

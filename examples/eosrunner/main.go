@@ -24,8 +24,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
+	"github.com/exactq/exactq/examples/internal/groupconfig"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func main() {
@@ -59,7 +60,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	}
 	bs := strings.Split(*brokers, ",")
 	if *fromEarliest {
-		if err := readFromEarliest(ctx, bs, *group); err != nil {
+		if err := groupconfig.ReadFromEarliest(ctx, bs, nil, *group); err != nil {
 			return err
 		}
 	}
@@ -82,20 +83,10 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 // its input; an empty or non-UTF-8 line is poison and is rejected (archived, never
 // delivered again, no output).
 func upperCase(out string) eos.ProcessFunc {
-	return func(_ context.Context, in *client.Record) (eos.Result, error) {
+	return func(_ context.Context, in *kgo.Record) (eos.Result, error) {
 		if len(in.Value) == 0 || !utf8.Valid(in.Value) {
 			return eos.Result{Reject: true}, nil
 		}
-		return eos.Result{Outputs: []*client.Record{{Topic: out, Key: in.Key, Value: bytes.ToUpper(in.Value)}}}, nil
+		return eos.Result{Outputs: []*kgo.Record{{Topic: out, Key: in.Key, Value: bytes.ToUpper(in.Value)}}}, nil
 	}
-}
-
-// readFromEarliest sets share.auto.offset.reset=earliest on the group.
-func readFromEarliest(ctx context.Context, brokers []string, group string) error {
-	adm, err := client.NewAdmin(client.AdminConfig{Brokers: brokers})
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	return adm.SetGroupConfigs(ctx, group, map[string]string{"share.auto.offset.reset": "earliest"})
 }

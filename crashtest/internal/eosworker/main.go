@@ -53,9 +53,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactq/exactq/client"
 	"github.com/exactq/exactq/eos"
 	"github.com/exactq/exactq/internal/await"
+	"github.com/exactq/exactq/kgoext"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The steps of a checkpoint where the test puts faults.
@@ -328,7 +329,7 @@ func (w *worker) run() (int, error) {
 	w.last = s.N
 	say("start txn=%s last=%d", w.cfg.txnID, s.N)
 	w.cp, err = eos.NewCheckpointer(eos.CheckpointerConfig{
-		Brokers: w.cfg.brokers, Net: client.NetConfig{ClientID: w.cfg.txnID}, Group: w.cfg.group, Topics: []string{w.cfg.in},
+		Brokers: w.cfg.brokers, ClientOpts: []kgo.Opt{kgo.ClientID(w.cfg.txnID)}, Group: w.cfg.group, Topics: []string{w.cfg.in},
 		TransactionalID: w.cfg.txnID, MaxPollRecords: int32(w.cfg.batch), RetryBackoff: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -461,13 +462,13 @@ func (w *worker) collect() ([]string, error) {
 			if len(ids) == 0 {
 				first = time.Now()
 			}
-			if err := w.cp.Produce(context.Background(), &client.Record{Topic: w.cfg.out, Key: in.Value, Value: in.Value}); err != nil {
+			if err := w.cp.Produce(context.Background(), &kgo.Record{Topic: w.cfg.out, Key: in.Value, Value: in.Value}); err != nil {
 				return nil, fmt.Errorf("produce: %w", err)
 			}
 			if err := w.cp.Acknowledge(in, false); err != nil {
 				return nil, fmt.Errorf("acknowledge: %w", err)
 			}
-			ids = append(ids, fmt.Sprintf("%s/%d", in.Value, in.DeliveryCount))
+			ids = append(ids, fmt.Sprintf("%s/%d", in.Value, kgoext.DeliveryCount(in)))
 		}
 		if err != nil && !timedOut {
 			if errors.Is(err, eos.ErrFenced) || errors.Is(err, eos.ErrClosed) || errors.Is(err, eos.ErrPhase) {
