@@ -206,6 +206,25 @@ func (c *Checkpointer) Produce(ctx context.Context, r *kgo.Record) error {
 	return nil
 }
 
+// Flush writes the outputs produced so far and waits for them: they are in the log, in
+// the checkpoint's transaction, invisible to read_committed readers until the checkpoint
+// completes. PrepareCommit flushes too; the producer otherwise sends outputs only when a
+// partition's batch is full (kgo.ProducerBatchMaxBytes), so a framework calls Flush to
+// spread the writes of a long checkpoint, or to learn of a refused output (ErrProduce:
+// the checkpoint must be aborted) before PrepareCommit.
+func (c *Checkpointer) Flush(ctx context.Context) error {
+	if err := c.expect(phaseOpen); err != nil {
+		return err
+	}
+	if !c.m.inTxn {
+		return nil
+	}
+	if err := c.m.producer.flush(ctx); err != nil {
+		return c.fatal(c.m.blame(ErrProduce, c.m.note(err)))
+	}
+	return nil
+}
+
 // Acknowledge settles an input of the last poll: accepted, or rejected as poison
 // (archived when the checkpoint completes, never delivered again).
 func (c *Checkpointer) Acknowledge(in *kgo.Record, reject bool) error {

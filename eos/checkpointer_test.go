@@ -245,13 +245,21 @@ func TestBrokerRestartBeforePrepare(t *testing.T) {
 	checkExactlyOnce(t, b, inputs)
 }
 
-// Abort, before or after PrepareCommit, gives the checkpoint's inputs back at once.
+// Abort, before or after PrepareCommit, gives the checkpoint's inputs back at once, and
+// discards the outputs, also those Flush had written to the log.
 func TestCheckpointAbort(t *testing.T) {
 	b, inputs := ckptEnv(t)
 	eostest.SetGroupConfig(t, b.Addr, "ckpt", "share.record.lock.duration.ms", "60000")
 	c, _ := started(t, b.Addr, nil)
 	ctx := eostest.Context(t)
 	process(t, c, 1)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	ends, err := eostest.Admin(t, b.Addr).ListEndOffsets(ctx, "out")
+	if end, _ := ends.Lookup("out", 0); err != nil || end.Offset == 0 {
+		t.Fatalf("after Flush the outputs are not in the log: end offset %d, %v", end.Offset, err)
+	}
 	if err := c.Abort(ctx); err != nil {
 		t.Fatalf("Abort (open): %v", err)
 	}

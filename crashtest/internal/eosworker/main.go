@@ -27,7 +27,7 @@
 //	recovered last=<n> found=<bool> committed=<bool> pid=<id> epoch=<e>
 //	batch ckpt=<n> ids=<value>/<delivery count>,...     inputs of the checkpoint, before PrepareCommit
 //	step <step> ckpt=<n> crash|pause|report             a fault point reached
-//	aborted ckpt=<n> err=<why>                          PrepareCommit failed; Abort gave the inputs back
+//	aborted ckpt=<n> err=<why>                          Flush or PrepareCommit failed; Abort gave the inputs back
 //	committed ckpt=<n>                                  NotifyCheckpointComplete returned
 //	error where=<what> err=<why>                        an error it rides out (retried)
 //	exit code=<c> err=<why>
@@ -390,10 +390,17 @@ func (w *worker) checkpoint() (int, error) {
 	}
 	n := w.last + 1
 	say("batch ckpt=%d ids=%s", n, strings.Join(ids, ","))
-	w.f.hit(StepBeforePrepare, n)
+	// The outputs go to the log before the step, as a framework's sink flushes before it
+	// prepares: a fault before prepare then meets them in the open transaction.
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	err = w.cp.PrepareCommit(ctx)
+	err = w.cp.Flush(ctx)
 	cancel()
+	if err == nil {
+		w.f.hit(StepBeforePrepare, n)
+		ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+		err = w.cp.PrepareCommit(ctx)
+		cancel()
+	}
 	if err != nil {
 		// The framework gives up the checkpoint: its inputs come back.
 		actx, cancel := context.WithTimeout(context.Background(), callTimeout)
