@@ -371,27 +371,12 @@ func (b *BrokerDefaults) DescribeBroker(names []string, includeSynonyms, include
 		if !want(d.Name) {
 			continue
 		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name = d.Name
-		c.ReadOnly = true
-		c.IsSensitive = d.Sensitive || d.Type == TypePassword
-		if v, ok := b.values[d.Name]; ok && !c.IsSensitive {
-			c.Value = str(format(v))
+		var value *string
+		if v, ok := b.values[d.Name]; ok && !d.sensitive() {
+			value = str(format(v))
 		}
-		syn := b.brokerSynonyms(d.Name, c.IsSensitive)
-		c.Source = kmsg.ConfigSourceDefaultConfig
-		if len(syn) > 0 {
-			c.Source = syn[0].Source
-		}
-		c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
-		if includeSynonyms {
-			c.ConfigSynonyms = syn
-		}
-		c.ConfigType = d.Type.ConfigType()
-		if includeDocs {
-			c.Documentation = str(d.Doc)
-		}
-		out = append(out, c)
+		syn := b.brokerSynonyms(d.Name, d.sensitive())
+		out = append(out, describeEntry(d, true, value, syn, includeSynonyms, includeDocs))
 	}
 	return out
 }

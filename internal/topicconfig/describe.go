@@ -19,35 +19,46 @@ func Describe(overrides Set, broker *BrokerDefaults, names []string, includeSyno
 		if !want(d.Name) || (d.Internal && !overridden) {
 			continue
 		}
-		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name = d.Name
-		c.ReadOnly = d.ReadOnly
-		c.IsSensitive = d.Sensitive || d.Type == TypePassword
-		if v, ok := r.Value(d.Name); ok && !c.IsSensitive {
-			c.Value = str(v)
+		var value *string
+		if v, ok := r.Value(d.Name); ok && !d.sensitive() {
+			value = str(v)
 		}
 		var syn []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
 		if r.Source(d.Name) == kmsg.ConfigSourceDynamicTopicConfig {
 			s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			s.Name, s.Value, s.Source = d.Name, c.Value, kmsg.ConfigSourceDynamicTopicConfig
+			s.Name, s.Value, s.Source = d.Name, value, kmsg.ConfigSourceDynamicTopicConfig
 			syn = append(syn, s)
 		}
 		if len(d.Synonyms) > 0 {
-			syn = append(syn, broker.brokerSynonyms(d.Synonyms[0].Name, c.IsSensitive)...)
+			syn = append(syn, broker.brokerSynonyms(d.Synonyms[0].Name, d.sensitive())...)
 		}
-		c.Source = kmsg.ConfigSourceDefaultConfig
-		if len(syn) > 0 {
-			c.Source = syn[0].Source
-		}
-		c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig // v0 only
-		if includeSynonyms {
-			c.ConfigSynonyms = syn
-		}
-		c.ConfigType = d.Type.ConfigType()
-		if includeDocs {
-			c.Documentation = str(d.Doc)
-		}
-		out = append(out, c)
+		out = append(out, describeEntry(d, d.ReadOnly, value, syn, includeSynonyms, includeDocs))
 	}
 	return out
+}
+
+// sensitive reports whether d's value is never shown (DescribeConfigs leaves it null).
+func (d *Def) sensitive() bool { return d.Sensitive || d.Type == TypePassword }
+
+// describeEntry is d's DescribeConfigs entry, for a topic or a broker: value is nil when
+// unset or sensitive, syn its synonyms in priority order. Its Source is the head of syn
+// (DEFAULT_CONFIG when there is none), IsDefault (v0 only) follows from it; the synonyms
+// and the documentation are included only when asked.
+func describeEntry(d *Def, readOnly bool, value *string, syn []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym,
+	includeSynonyms, includeDocs bool) kmsg.DescribeConfigsResponseResourceConfig {
+	c := kmsg.NewDescribeConfigsResponseResourceConfig()
+	c.Name, c.Value, c.ReadOnly, c.IsSensitive = d.Name, value, readOnly, d.sensitive()
+	c.Source = kmsg.ConfigSourceDefaultConfig
+	if len(syn) > 0 {
+		c.Source = syn[0].Source
+	}
+	c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
+	if includeSynonyms {
+		c.ConfigSynonyms = syn
+	}
+	c.ConfigType = d.Type.ConfigType()
+	if includeDocs {
+		c.Documentation = str(d.Doc)
+	}
+	return c
 }
