@@ -109,23 +109,33 @@ func (b *Broker) handleAlterConfigs(req *server.Request, r *kmsg.AlterConfigsReq
 	for _, rr := range r.Resources {
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		var aerr *adminError
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
-			aerr = b.alterTopicConfigs(rr.ResourceName, r.ValidateOnly, func(topicconfig.Set) (topicconfig.Set, error) {
-				return topicconfig.ApplyAlter(rr.Configs, b.defaults.topic)
-			})
-		case kmsg.ConfigResourceTypeGroupConfig:
-			aerr = b.groupCfg.replace(rr.ResourceName, rr.Configs, r.ValidateOnly)
-		default:
-			aerr = unsupportedAlter(rr.ResourceType)
-		}
-		if aerr != nil {
-			res.ErrorCode, res.ErrorMessage = aerr.err.Code, strPtr(aerr.msg)
-		}
+		res.ErrorCode, res.ErrorMessage = b.alterResource(rr.ResourceType, rr.ResourceName, r.ValidateOnly,
+			func(topicconfig.Set) (topicconfig.Set, error) { return topicconfig.ApplyAlter(rr.Configs, b.defaults.topic) },
+			func() *adminError { return b.groupCfg.replace(rr.ResourceName, rr.Configs, r.ValidateOnly) })
 		resp.Resources = append(resp.Resources, res)
 	}
 	return server.Reply{Resp: resp}
+}
+
+// alterResource is what AlterConfigs and IncrementalAlterConfigs do with one resource: a
+// topic's configs become what topic computes from the current ones, a group's are
+// changed by group, any other resource type is refused. It returns the resource's error
+// code and message (0 and nil on success).
+func (b *Broker) alterResource(rt kmsg.ConfigResourceType, name string, validateOnly bool,
+	topic func(cur topicconfig.Set) (topicconfig.Set, error), group func() *adminError) (int16, *string) {
+	var aerr *adminError
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		aerr = b.alterTopicConfigs(name, validateOnly, topic)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		aerr = group()
+	default:
+		aerr = unsupportedAlter(rt)
+	}
+	if aerr == nil {
+		return 0, nil
+	}
+	return aerr.err.Code, strPtr(aerr.msg)
 }
 
 func (b *Broker) handleIncrementalAlterConfigs(req *server.Request, r *kmsg.IncrementalAlterConfigsRequest) server.Reply {
@@ -133,20 +143,11 @@ func (b *Broker) handleIncrementalAlterConfigs(req *server.Request, r *kmsg.Incr
 	for _, rr := range r.Resources {
 		res := kmsg.NewIncrementalAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
-		var aerr *adminError
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
-			aerr = b.alterTopicConfigs(rr.ResourceName, r.ValidateOnly, func(cur topicconfig.Set) (topicconfig.Set, error) {
+		res.ErrorCode, res.ErrorMessage = b.alterResource(rr.ResourceType, rr.ResourceName, r.ValidateOnly,
+			func(cur topicconfig.Set) (topicconfig.Set, error) {
 				return topicconfig.ApplyIncremental(cur, rr.Configs, b.defaults.topic)
-			})
-		case kmsg.ConfigResourceTypeGroupConfig:
-			aerr = b.groupCfg.alter(rr.ResourceName, rr.Configs, r.ValidateOnly)
-		default:
-			aerr = unsupportedAlter(rr.ResourceType)
-		}
-		if aerr != nil {
-			res.ErrorCode, res.ErrorMessage = aerr.err.Code, strPtr(aerr.msg)
-		}
+			},
+			func() *adminError { return b.groupCfg.alter(rr.ResourceName, rr.Configs, r.ValidateOnly) })
 		resp.Resources = append(resp.Resources, res)
 	}
 	return server.Reply{Resp: resp}

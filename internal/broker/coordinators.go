@@ -35,17 +35,35 @@ type coordinators struct {
 // errCoordinatorsClosed answers a coordinator lookup during or after shutdown.
 var errCoordinatorsClosed = errors.New("broker: coordinators are shut down")
 
+// loadCoordinator returns the coordinator in *slot, loading it with load on first use.
+// b.coord.mu is held throughout, so one caller loads and the others wait for it; after
+// closeCoordinators nothing is loaded again (a request or marker job racing shutdown
+// would otherwise start a coordinator no one closes).
+func loadCoordinator[C comparable](b *Broker, slot *C, load func() (C, error)) (C, error) {
+	b.coord.mu.Lock()
+	defer b.coord.mu.Unlock()
+	var none C
+	if *slot != none {
+		return *slot, nil
+	}
+	if b.coord.closed {
+		return none, errCoordinatorsClosed
+	}
+	c, err := load()
+	if err != nil {
+		return none, err
+	}
+	*slot = c
+	return c, nil
+}
+
 // groupCoordinator returns the group coordinator, creating __consumer_offsets and loading
 // it on first use.
 func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
-	b.coord.mu.Lock()
-	defer b.coord.mu.Unlock()
-	if b.coord.groups != nil {
-		return b.coord.groups, nil
-	}
-	if b.coord.closed {
-		return nil, errCoordinatorsClosed
-	}
+	return loadCoordinator(b, &b.coord.groups, b.loadGroupCoordinator)
+}
+
+func (b *Broker) loadGroupCoordinator() (*group.Coordinator, error) {
 	if err := b.ensureInternalTopic(offsetsTopic, b.defaults.topic.OffsetsTopicNumPartitions()); err != nil {
 		return nil, err
 	}
@@ -76,7 +94,6 @@ func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load group coordinator: %w", err)
 	}
-	b.coord.groups = g
 	b.setOffsetsMarkerListener(g.CompleteTxn)
 	return g, nil
 }
@@ -116,14 +133,10 @@ func (b *Broker) txnCoordinator() (*txn.Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.coord.mu.Lock()
-	defer b.coord.mu.Unlock()
-	if b.coord.txns != nil {
-		return b.coord.txns, nil
-	}
-	if b.coord.closed {
-		return nil, errCoordinatorsClosed
-	}
+	return loadCoordinator(b, &b.coord.txns, func() (*txn.Coordinator, error) { return b.loadTxnCoordinator(g) })
+}
+
+func (b *Broker) loadTxnCoordinator(g *group.Coordinator) (*txn.Coordinator, error) {
 	if err := b.ensureInternalTopic(transactionStateTopic, b.defaults.topic.TransactionStateLogNumPartitions()); err != nil {
 		return nil, err
 	}
@@ -141,7 +154,6 @@ func (b *Broker) txnCoordinator() (*txn.Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load transaction coordinator: %w", err)
 	}
-	b.coord.txns = c
 	b.txn.Store(&txnVerifierBox{c})
 	return c, nil
 }

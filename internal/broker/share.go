@@ -39,11 +39,10 @@ func (b *Broker) shares() (*shareStack, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.coord.mu.Lock()
-	defer b.coord.mu.Unlock()
-	if b.coord.shares != nil {
-		return b.coord.shares, nil
-	}
+	return loadCoordinator(b, &b.coord.shares, func() (*shareStack, error) { return b.loadShares(g) })
+}
+
+func (b *Broker) loadShares(g *group.Coordinator) (*shareStack, error) {
 	n := b.brokerInt32("share.coordinator.state.topic.num.partitions", 50)
 	if err := b.ensureInternalTopicWith(shareGroupStateTopic, n, map[string]string{
 		"cleanup.policy": "delete",
@@ -101,10 +100,10 @@ func (b *Broker) shares() (*shareStack, error) {
 		return nil, fmt.Errorf("load share-group coordinator: %w", err)
 	}
 	members.OnMemberRemoved(mgr.MemberRemoved)
-	b.coord.shares = &shareStack{store: store, members: members, fetch: mgr}
+	s := &shareStack{store: store, members: members, fetch: mgr}
 	// Share state of topics deleted while a crash stopped deleteTopicShareState.
-	b.deleteShareStateOf(b.coord.shares, b.unknownTopic)
-	return b.coord.shares, nil
+	b.deleteShareStateOf(s, b.unknownTopic)
+	return s, nil
 }
 
 // isShareGroup reports whether a group id belongs to a share group (false before share
