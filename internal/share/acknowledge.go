@@ -23,14 +23,8 @@ func (m *Manager) ShareAcknowledge(ctx context.Context, connID uint64, version i
 		resp.ErrorCode = e.Code
 		return resp, nil
 	}
-	if version < 1 {
-		return fail(kerr.UnsupportedVersion)
-	}
-	if req.GroupID == nil {
-		return fail(kerr.InvalidRequest)
-	}
-	if !validMemberID(req.MemberID) {
-		return fail(kerr.InvalidRequest)
+	if e := requestError(version, req.GroupID, req.MemberID); e != nil {
+		return fail(e)
 	}
 	group, member := *req.GroupID, *req.MemberID
 	key := sessionKey{group, member}
@@ -53,12 +47,7 @@ func (m *Manager) ShareAcknowledge(ctx context.Context, connID uint64, version i
 	final := req.ShareSessionEpoch == finalEpoch
 	lockMs := int32(m.cfg.Groups(group).partitionConfig().RecordLockDurationMs)
 	finish := func() kmsg.Response {
-		for i := range acks {
-			acks[i].wait()
-		}
-		if final {
-			m.closeSession(key, true)
-		}
+		m.settle(key, acks, final)
 		resp.AcquisitionLockTimeoutMillis = lockMs // v2+; kmsg drops it for v1
 		topicIdx := make(map[[16]byte]int)
 		for _, a := range acks {

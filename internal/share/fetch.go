@@ -43,14 +43,8 @@ func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, 
 		resp.Topics = nil
 		return resp, nil
 	}
-	if version < 1 {
-		return fail(kerr.UnsupportedVersion)
-	}
-	if req.GroupID == nil {
-		return fail(kerr.InvalidRequest)
-	}
-	if !validMemberID(req.MemberID) {
-		return fail(kerr.InvalidRequest)
+	if e := requestError(version, req.GroupID, req.MemberID); e != nil {
+		return fail(e)
 	}
 	renew := version >= 2 && req.IsRenewAck
 	if renew && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0) {
@@ -136,12 +130,7 @@ func (m *Manager) ShareFetch(ctx context.Context, connID uint64, version int16, 
 	}
 
 	finish := func() kmsg.Response {
-		for i := range acks {
-			acks[i].wait()
-		}
-		if final {
-			m.closeSession(key, true)
-		}
+		m.settle(key, acks, final)
 		resp.AcquisitionLockTimeoutMillis = lockMs
 		initial := req.ShareSessionEpoch == initialEpoch
 		stalled := f.cutShort && !f.acquired()
@@ -221,6 +210,31 @@ func (r *FetchResponse) Release() {
 
 // validMemberID is KafkaApis.isMemberIdValid.
 func validMemberID(id *string) bool { return id != nil && *id != "" && len(*id) <= 36 }
+
+// requestError is the top-level error of a ShareFetch or ShareAcknowledge that cannot be
+// served at all (nil when it can): a version before 1 (KIP-932's early-access v0), no
+// group id, or an invalid member id.
+func requestError(version int16, groupID, memberID *string) *kerr.Error {
+	switch {
+	case version < 1:
+		return kerr.UnsupportedVersion
+	case groupID == nil || !validMemberID(memberID):
+		return kerr.InvalidRequest
+	}
+	return nil
+}
+
+// settle is how a ShareFetch or ShareAcknowledge ends before it is answered: its
+// acknowledgements' store writes become durable, then a request with the final epoch
+// closes its session, releasing the member's remaining records.
+func (m *Manager) settle(key sessionKey, acks []ackResult, final bool) {
+	for i := range acks {
+		acks[i].wait()
+	}
+	if final {
+		m.closeSession(key, true)
+	}
+}
 
 func (m *Manager) maxWait(ms int32) time.Duration {
 	return min(time.Duration(max(ms, 0))*time.Millisecond, m.cfg.MaxWait)

@@ -115,6 +115,7 @@ func (c *Coordinator) addTxn(ctx context.Context, version, tv int16, t txnPartit
 	return all(code)
 }
 
+// topicResultsV3 groups the codes of tps by topic, in the order the topics come.
 func topicResultsV3(tps []TopicPartition, codes []int16) []kmsg.AddPartitionsToTxnResponseTopic {
 	var out []kmsg.AddPartitionsToTxnResponseTopic
 	for i, tp := range tps {
@@ -132,19 +133,17 @@ func topicResultsV3(tps []TopicPartition, codes []int16) []kmsg.AddPartitionsToT
 	return out
 }
 
+// topicResultsV4 is topicResultsV3 in the v4+ per-transaction form (the same fields under
+// other kmsg type names).
 func topicResultsV4(tps []TopicPartition, codes []int16) []kmsg.AddPartitionsToTxnResponseTransactionTopic {
 	var out []kmsg.AddPartitionsToTxnResponseTransactionTopic
-	for i, tp := range tps {
-		j := slices.IndexFunc(out, func(t kmsg.AddPartitionsToTxnResponseTransactionTopic) bool { return t.Topic == tp.Topic })
-		if j < 0 {
-			t := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
-			t.Topic = tp.Topic
-			out = append(out, t)
-			j = len(out) - 1
+	for _, t := range topicResultsV3(tps, codes) {
+		rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.AddPartitionsToTxnResponseTransactionTopicPartition(p))
 		}
-		p := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
-		p.Partition, p.ErrorCode = tp.Partition, codes[i]
-		out[j].Partitions = append(out[j].Partitions, p)
+		out = append(out, rt)
 	}
 	return out
 }
