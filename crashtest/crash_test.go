@@ -123,7 +123,7 @@ func TestCrashCycles(t *testing.T) {
 			// Retries are unbounded and the broker came back on the same address: every
 			// record must end up acknowledged (deduplicated if it was written before the kill).
 			t.Errorf("cycle %d: %d records failed although the producers survived the restart: %s",
-				c, ps.fails.Load(), ps.failureReasons())
+				c, ps.fails.Load(), ps.reasons)
 		}
 		if t.Failed() {
 			t.Fatalf("cycle %d failed; broker log:\n%s", c, b.Logs())

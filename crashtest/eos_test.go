@@ -197,11 +197,11 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 
 		// The pipeline resumes: at least one more transaction commits.
 		if !pl.awaitCommits(before.committed+1, 60*time.Second) {
-			fail("cycle %d: the pipeline committed no transaction within 60s of the restart; errors: %s", c, pl.errorSummary())
+			fail("cycle %d: the pipeline committed no transaction within 60s of the restart; errors: %s", c, pl.errs)
 		}
 		time.Sleep(after) // keep it running under load for a seeded while
 		if !pl.pause(60 * time.Second) {
-			fail("cycle %d: the pipeline did not pause within 60s; errors: %s", c, pl.errorSummary())
+			fail("cycle %d: the pipeline did not pause within 60s; errors: %s", c, pl.errs)
 		}
 		q := quiesce(t, adm, quiesceTimeout)
 		maxQuiesce = max(maxQuiesce, q.waited)
@@ -232,7 +232,7 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 			now.committed-before.committed, now.aborted-before.aborted, now.endErrs-before.endErrs, now.connErrs-before.connErrs,
 			st.numInputs(), len(st.committed), st.aborted, st.abortedPipeline, hangNote)
 		if t.Failed() {
-			fail("cycle %d failed; pipeline errors: %s", c, pl.errorSummary())
+			fail("cycle %d failed; pipeline errors: %s", c, pl.errs)
 		}
 		pl.resume()
 	}
@@ -249,7 +249,7 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 	}
 	drainStart := time.Now()
 	if !awaitDrained(t, adm, ends, 120*time.Second) {
-		fail("the pipeline did not consume all input within 120s; errors: %s", pl.errorSummary())
+		fail("the pipeline did not consume all input within 120s; errors: %s", pl.errs)
 	}
 	drained := time.Since(drainStart)
 	if !pl.pause(60 * time.Second) {
@@ -267,7 +267,7 @@ func TestEOSPipelineCrashCycles(t *testing.T) {
 	t.Logf("%d cycles (pipeline survived %d kills, crashed with %d; kills at %v; %d hanging transactions) in %v, drain %v: %d inputs, each committed exactly once; %d transactions committed, %d aborted, %d end errors, %d sessions; %d aborted output copies (%d the pipeline's); slowest quiesce %v",
 		cycles, survived, crashed, phaseCounts(at[:]), hangs, time.Since(testStart).Round(time.Millisecond), drained.Round(time.Millisecond),
 		st.numInputs(), stats.committed, stats.aborted, stats.endErrs, stats.sessions, st.aborted, st.abortedPipeline, maxQuiesce.Round(time.Millisecond))
-	t.Logf("pipeline client errors: %s", pl.errorSummary())
+	t.Logf("pipeline client errors: %s", pl.errs)
 	if t.Failed() {
 		fail("final check failed")
 	}
@@ -471,8 +471,7 @@ type pipeline struct {
 	connErrs                              atomic.Int64            // failed dials, reads, writes (ioHook)
 	produceNs, endNs                      atomic.Int64            // running averages of the phases
 
-	errMu sync.Mutex
-	errs  map[string]int // "where: error" -> count
+	errs *errTally // the client errors of this pipeline and the ones it replaced
 }
 
 type pauseReq struct{ paused, resume chan struct{} }
@@ -523,7 +522,7 @@ func startPipeline(addr string, batch int, old *pipeline) *pipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pipeline{
 		addr: addr, batch: batch, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), ctl: make(chan pauseReq), errs: map[string]int{},
+		done: make(chan struct{}), ctl: make(chan pauseReq), errs: newErrTally(),
 	}
 	if old != nil {
 		p.inherit(old)
@@ -541,42 +540,14 @@ func (p *pipeline) inherit(old *pipeline) {
 	p.connErrs.Add(old.connErrs.Load())
 	p.produceNs.Store(old.produceNs.Load())
 	p.endNs.Store(old.endNs.Load())
-	old.errMu.Lock()
-	p.errMu.Lock()
-	for k, n := range old.errs {
-		p.errs[k] += n
-	}
-	p.errMu.Unlock()
-	old.errMu.Unlock()
+	p.errs = old.errs
 }
 
 func (p *pipeline) snapshot() pipelineStats {
 	return pipelineStats{p.committed.Load(), p.aborted.Load(), p.endErrs.Load(), p.sessions.Load(), p.connErrs.Load()}
 }
 
-func (p *pipeline) noteErr(where string, err error) {
-	msg := err.Error()
-	if len(msg) > 160 {
-		msg = msg[:160] + "..."
-	}
-	p.errMu.Lock()
-	p.errs[where+": "+msg]++
-	p.errMu.Unlock()
-}
-
-func (p *pipeline) errorSummary() string {
-	p.errMu.Lock()
-	defer p.errMu.Unlock()
-	var out []string
-	for e, n := range p.errs {
-		out = append(out, fmt.Sprintf("%dx %s", n, e))
-	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, "; ")
-}
+func (p *pipeline) noteErr(where string, err error) { p.errs.add(where, err, 160) }
 
 func (p *pipeline) newSession() (*session, error) {
 	n := p.sessions.Add(1)
@@ -924,16 +895,12 @@ func quiesce(t *testing.T, adm *kadm.Client, timeout time.Duration) quiescent {
 func quiescentNow(adm *kadm.Client) (quiescent, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	open, err := adm.ListTransactions(ctx, nil, openTxnStates)
+	open, err := openTransactions(ctx, adm)
 	if err != nil {
-		return quiescent{}, "", fmt.Errorf("list transactions: %w", err)
+		return quiescent{}, "", err
 	}
-	if len(open) > 0 {
-		var ss []string
-		for _, l := range open.Sorted() {
-			ss = append(ss, fmt.Sprintf("%s(pid %d) %s", l.TxnID, l.ProducerID, l.State))
-		}
-		return quiescent{}, "open transactions: " + strings.Join(ss, ", "), nil
+	if open != "" {
+		return quiescent{}, open, nil
 	}
 	ends, err := adm.ListEndOffsets(ctx, eosOut)
 	if err == nil {

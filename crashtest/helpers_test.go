@@ -86,8 +86,7 @@ type producers struct {
 	acks     atomic.Int64
 	fails    atomic.Int64
 
-	reasonMu sync.Mutex
-	reasons  map[string]int // failure error text -> count
+	reasons *errTally // why records failed
 
 	errMu sync.Mutex
 	err   error // the first ledger inconsistency seen in a promise
@@ -112,7 +111,7 @@ const (
 // the clients keep kgo's default, so a broker that wrongly closes connections still fails.
 func startProducers(t *testing.T, addr, topic string, partitions, goroutines, cycle int, l *ledger, crashes bool) *producers {
 	t.Helper()
-	ps := &producers{reasons: map[string]int{}}
+	ps := &producers{reasons: newErrTally()}
 	for g := range goroutines {
 		opts := []kgo.Opt{
 			kgo.SeedBrokers(addr),
@@ -157,9 +156,7 @@ func (ps *producers) run(cl *kgo.Client, g, partitions, cycle int, l *ledger) {
 			defer ps.inflight.Done()
 			if err != nil {
 				ps.fails.Add(1)
-				ps.reasonMu.Lock()
-				ps.reasons[err.Error()]++
-				ps.reasonMu.Unlock()
+				ps.reasons.add("", err, 0)
 				return
 			}
 			ps.acks.Add(1)
@@ -219,15 +216,41 @@ func (ps *producers) halt(t *testing.T, flush bool, flushTimeout time.Duration) 
 	}
 }
 
-// failureReasons summarizes why records failed, for the cycle log.
-func (ps *producers) failureReasons() string {
-	ps.reasonMu.Lock()
-	defer ps.reasonMu.Unlock()
+// errTally counts errors by their text, for a cycle's log line: how often each thing went
+// wrong, not only the first. It is safe for concurrent use.
+type errTally struct {
+	mu sync.Mutex
+	n  map[string]int // "where: error" (or "error") -> count
+}
+
+func newErrTally() *errTally { return &errTally{n: map[string]int{}} }
+
+// add counts err under where ("": none), its text cut to maxLen bytes (0: all of it).
+func (e *errTally) add(where string, err error, maxLen int) {
+	msg := err.Error()
+	if maxLen > 0 && len(msg) > maxLen {
+		msg = msg[:maxLen] + "..."
+	}
+	if where != "" {
+		msg = where + ": " + msg
+	}
+	e.mu.Lock()
+	e.n[msg]++
+	e.mu.Unlock()
+}
+
+// String lists the errors as "Nx text", sorted; "none" when there were none.
+func (e *errTally) String() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	var out []string
-	for r, n := range ps.reasons {
-		out = append(out, fmt.Sprintf("%dx %s", n, r))
+	for msg, n := range e.n {
+		out = append(out, fmt.Sprintf("%dx %s", n, msg))
 	}
 	sort.Strings(out)
+	if len(out) == 0 {
+		return "none"
+	}
 	return strings.Join(out, "; ")
 }
 
@@ -411,4 +434,21 @@ func joinLines(ss []string) string {
 		b = append(b, '\n')
 	}
 	return string(b)
+}
+
+// openTransactions describes the transactions still open (openTxnStates) as "open
+// transactions: id(pid N) State, ..."; "" when there are none.
+func openTransactions(ctx context.Context, adm *kadm.Client) (string, error) {
+	open, err := adm.ListTransactions(ctx, nil, openTxnStates)
+	if err != nil {
+		return "", fmt.Errorf("list transactions: %w", err)
+	}
+	if len(open) == 0 {
+		return "", nil
+	}
+	var ss []string
+	for _, l := range open.Sorted() {
+		ss = append(ss, fmt.Sprintf("%s(pid %d) %s", l.TxnID, l.ProducerID, l.State))
+	}
+	return "open transactions: " + strings.Join(ss, ", "), nil
 }

@@ -92,8 +92,8 @@ type tsaPipeline struct {
 	// commits lists, per input id, the transactions whose commit returned success with
 	// its acknowledgement (for the diagnosis of a duplicate).
 	commits map[int][]string
-	cycle   atomic.Int64 // the test's cycle, for the commits notes
-	errs    map[string]int
+	cycle   atomic.Int64   // the test's cycle, for the commits notes
+	errs    *errTally      // shared with the pipelines this one replaced
 	live    []*tsaInstance // per worker, for crash
 	// retired holds the member ids of share consumers closed or abandoned since the last
 	// broker restart (see expireRetired).
@@ -121,7 +121,7 @@ func (c *tsaInstance) close(ctx context.Context) { c.once.Do(func() { c.pipe.Clo
 func startTSAPipeline(addr string, gen int, old *tsaPipeline) *tsaPipeline {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &tsaPipeline{addr: addr, gen: gen, ctx: ctx, cancel: cancel,
-		maxCount: map[int]int16{}, errs: map[string]int{}, live: make([]*tsaInstance, tsaWorkers), commits: map[int][]string{}}
+		maxCount: map[int]int16{}, errs: newErrTally(), live: make([]*tsaInstance, tsaWorkers), commits: map[int][]string{}}
 	if old != nil {
 		p.commits = old.commits
 		p.cycle.Store(old.cycle.Load())
@@ -138,29 +138,7 @@ func startTSAPipeline(addr string, gen int, old *tsaPipeline) *tsaPipeline {
 	return p
 }
 
-func (p *tsaPipeline) noteErr(where string, err error) {
-	msg := err.Error()
-	if len(msg) > 400 {
-		msg = msg[:400] + "..."
-	}
-	p.mu.Lock()
-	p.errs[where+": "+msg]++
-	p.mu.Unlock()
-}
-
-func (p *tsaPipeline) errorSummary() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []string
-	for e, n := range p.errs {
-		out = append(out, fmt.Sprintf("%dx %s", n, e))
-	}
-	sort.Strings(out)
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, "; ")
-}
+func (p *tsaPipeline) noteErr(where string, err error) { p.errs.add(where, err, 400) }
 
 func (p *tsaPipeline) enter(phase tsaPhase) {
 	if w := p.waiter.Load(); w != nil && w.phase == phase {
@@ -433,14 +411,14 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 		maxDrain = max(maxDrain, time.Since(killedAt))
 		if st != int64(n) || lag != 0 {
 			t.Fatalf("cycle %d: share start offset %d lag %d %v after the restart, want %d and 0; pipeline errors: %s\nlast broker log lines:\n%s",
-				c, st, lag, took.Round(time.Millisecond), n, pl.errorSummary(), sb.b.Logs())
+				c, st, lag, took.Round(time.Millisecond), n, pl.errs, sb.b.Logs())
 		}
 		checkLog(t, c, sb.logs)
 		t.Logf("cycle %2d kill@%-9s+%5.1fms %-14s (stopped in %4dms) drained in %5dms: %5d inputs, txns +%3d committed, %d aborted and %d client resets so far",
 			c, note, float64(delay.Microseconds())/1000, [...]string{"survive", "crash+fence", "crash+timeout"}[mode], crashTook.Milliseconds(),
 			time.Since(killedAt).Milliseconds(), n, pl.committed.Load()-before, pl.aborted.Load(), pl.resets.Load())
 		if t.Failed() {
-			t.Fatalf("cycle %d failed; pipeline errors: %s", c, pl.errorSummary())
+			t.Fatalf("cycle %d failed; pipeline errors: %s", c, pl.errs)
 		}
 	}
 	pl.stop()
@@ -460,7 +438,7 @@ func TestTxnShareAckCrashCycles(t *testing.T) {
 	t.Logf("%d cycles (kills at %v; survive %d, crash+fence %d, crash+timeout %d) in %v: %d inputs, %d transactions committed, %d aborted, %d client resets, highest delivery count %d, slowest kill-to-drained %v",
 		cycles, tsaPhaseCounts(phases[:]), modes[0], modes[1], modes[2], time.Since(testStart).Round(time.Millisecond),
 		n, pl.committed.Load(), pl.aborted.Load(), pl.resets.Load(), deepest, maxDrain.Round(time.Millisecond))
-	t.Logf("pipeline client errors: %s", pl.errorSummary())
+	t.Logf("pipeline client errors: %s", pl.errs)
 	checkLog(t, -1, sb.logs)
 	if code, took, err := sb.b.Terminate(termTimeout); err != nil || code != 0 {
 		t.Errorf("final SIGTERM: exit code %d after %v, err %v", code, took, err)
@@ -498,16 +476,12 @@ func awaitTxnsDecided(t *testing.T, adm *kadm.Client, topic string, timeout time
 	var hwm int64
 	if err := await.Until(timeout, 20*time.Millisecond, func() error {
 		ctx := ctxTimeout(t, 10*time.Second)
-		open, err := adm.ListTransactions(ctx, nil, openTxnStates)
+		open, err := openTransactions(ctx, adm)
 		if err != nil {
 			return err
 		}
-		if len(open) > 0 {
-			var ss []string
-			for _, l := range open.Sorted() {
-				ss = append(ss, fmt.Sprintf("%s(pid %d) %s", l.TxnID, l.ProducerID, l.State))
-			}
-			return errors.New("open transactions: " + strings.Join(ss, ", "))
+		if open != "" {
+			return errors.New(open)
 		}
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
