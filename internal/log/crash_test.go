@@ -1,8 +1,8 @@
 package log
 
 import (
-	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -124,14 +124,7 @@ func TestCrashKeepsDurable(t *testing.T) {
 		if st.durableEnd > 0 {
 			durableRounds++
 		}
-		if len(got) > len(appended) {
-			t.Fatalf("round %d: recovered %d batches, appended %d", round, len(got), len(appended))
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], appended[i]) {
-				t.Fatalf("round %d: batch %d differs", round, i)
-			}
-		}
+		requirePrefix(t, fmt.Sprintf("round %d", round), got, appended)
 		if n := len(got); n > 0 && lastOffset(got[n-1])+1 != l.EndOffset() || n == 0 && l.EndOffset() != 0 {
 			t.Fatalf("round %d: end offset %d does not follow the last batch", round, l.EndOffset())
 		}

@@ -149,6 +149,29 @@ func scanAll(t testing.TB, l *Log) [][]byte {
 	return out
 }
 
+// requirePrefix fails the test unless got is want or a prefix of it, batch for batch: what
+// a log holds after a crash that may have lost what was not yet durable.
+func requirePrefix(t testing.TB, what string, got, want [][]byte) {
+	t.Helper()
+	if len(got) > len(want) {
+		t.Fatalf("%s: %d batches, appended %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("%s: batch %d differs", what, i)
+		}
+	}
+}
+
+// requireBatches fails the test unless got is exactly want, batch for batch.
+func requireBatches(t testing.TB, what string, got, want [][]byte) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d batches, want %d", what, len(got), len(want))
+	}
+	requirePrefix(t, what, got, want)
+}
+
 // splitT splits Read output into batches.
 func splitT(t testing.TB, b []byte) [][]byte {
 	t.Helper()

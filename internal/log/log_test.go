@@ -138,11 +138,7 @@ func TestRollBySizeAndReopen(t *testing.T) {
 	if len(after) != len(before) || l.EndOffset() != 20 || l.NumSegments() != 4 {
 		t.Fatalf("reopen: %d batches, end %d, %d segments", len(after), l.EndOffset(), l.NumSegments())
 	}
-	for i := range before {
-		if !bytes.Equal(before[i], after[i]) {
-			t.Fatalf("batch %d differs after reopen", i)
-		}
-	}
+	requireBatches(t, "reopen", after, before)
 	first, _ := appendT(t, l, clone(b)...)
 	if first != 20 {
 		t.Fatalf("append after reopen at %d", first)

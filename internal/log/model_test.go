@@ -328,6 +328,13 @@ func (r *modelRun) retentionOp(t *rapid.T) {
 }
 
 func (r *modelRun) reopenOp(t *rapid.T) {
+	r.reopenClean(t)
+	r.check(t)
+}
+
+// reopenClean closes the log and opens it again, which must be a clean start reading
+// nothing.
+func (r *modelRun) reopenClean(t *rapid.T) {
 	if err := r.l.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -335,7 +342,6 @@ func (r *modelRun) reopenOp(t *rapid.T) {
 	if rec := r.l.Recovery(); !rec.Clean || rec.ScannedBytes != 0 {
 		t.Fatalf("reopen after Close: %+v, want a clean start reading nothing", rec)
 	}
-	r.check(t)
 }
 
 // cleanCrashOp: a clean start, then a crash before anything is written. Nothing changed,
@@ -343,13 +349,7 @@ func (r *modelRun) reopenOp(t *rapid.T) {
 // it is gone, and the next crash is recovered.
 func (r *modelRun) cleanCrashOp(t *rapid.T) {
 	r.releaseAll(t)
-	if err := r.l.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	r.open(t)
-	if !r.l.Recovery().Clean {
-		t.Fatalf("reopen after Close: %+v", r.l.Recovery())
-	}
+	r.reopenClean(t)
 	st := r.l.crash()
 	if st.durableEnd != r.m.end {
 		t.Fatalf("durable end %d after a clean start, end %d", st.durableEnd, r.m.end)

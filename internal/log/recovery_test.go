@@ -1,7 +1,6 @@
 package log
 
 import (
-	"bytes"
 	"math"
 	"math/rand"
 	"os"
@@ -48,15 +47,7 @@ func checkRecovered(t *testing.T, dir string, cfg Config, want [][]byte, wantEnd
 	if l.EndOffset() != wantEnd {
 		t.Fatalf("%s: end offset %d, want %d", what, l.EndOffset(), wantEnd)
 	}
-	got := scanAll(t, l)
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d batches recovered, want %d", what, len(got), len(want))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("%s: batch %d differs", what, i)
-		}
-	}
+	requireBatches(t, what, scanAll(t, l), want)
 	first, _ := appendT(t, l, clone(valueBatch(1, 10, 1))...)
 	if first != wantEnd {
 		t.Fatalf("%s: append after recovery at %d, want %d", what, first, wantEnd)

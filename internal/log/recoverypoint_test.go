@@ -62,15 +62,7 @@ func segmentBases(t *testing.T, l *Log) []int64 {
 // checkSame requires the log to hold exactly want and to read every offset correctly.
 func checkSame(t *testing.T, l *Log, want [][]byte, what string) {
 	t.Helper()
-	got := scanAll(t, l)
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d batches, want %d", what, len(got), len(want))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("%s: batch %d differs", what, i)
-		}
-	}
+	requireBatches(t, what, scanAll(t, l), want)
 	for off := l.StartOffset(); off < l.EndOffset(); off += 2 {
 		b, err := l.Read(off, 1, math.MaxInt64)
 		if err != nil || len(b) < batch.HeaderSize || batch.BaseOffset(b) > off || lastOffset(b) < off {
@@ -307,15 +299,7 @@ func TestCrashAfterCleanOpen(t *testing.T) {
 	if l.EndOffset() < durable {
 		t.Fatalf("end %d below the durable %d", l.EndOffset(), durable)
 	}
-	got := scanAll(t, l)
-	if len(got) > len(all) {
-		t.Fatalf("%d batches, appended %d", len(got), len(all))
-	}
-	for i := range got {
-		if !bytes.Equal(got[i], all[i]) {
-			t.Fatalf("batch %d differs", i)
-		}
-	}
+	requirePrefix(t, "crash after writes", scanAll(t, l), all)
 }
 
 // TestRecoveryPointBoundsScan: with recovery points written as the active segment becomes
