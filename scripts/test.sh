@@ -22,7 +22,7 @@ go test -count=1 -timeout 40m ./...
 # shared 2-core machine (load average 5-10 from other work): 2m14s of wall time without
 # batch, compress and broker, the longest share/sharepartition (53 s); those three alone
 # take 2m21s (broker 94 s), or 79 s (broker 64 s) at load average 1-2.
-go test -race -count=1 -timeout 40m ./internal/server ./internal/log ./internal/batch ./internal/compress ./internal/broker ./internal/share/... ./internal/group ./internal/txn ./client ./eos ./internal/fetchsession ./sim ./cmd/exactq
+go test -race -count=1 -timeout 40m ./internal/server ./internal/log ./internal/batch ./internal/compress ./internal/broker ./internal/share/... ./internal/group ./internal/txn ./kgoext/... ./eos ./internal/fetchsession ./sim ./cmd/exactq
 
 # Side-by-side smoke: every bench workload (P1-P7) at tiny sizes against exactq and Apache
 # Kafka 4.4 (jars via Maven on first use); fails if a workload breaks, never on speed.

@@ -224,7 +224,7 @@ func (p *producerIDs) allocate() (int64, error) {
 	p.next++
 	if id == 0 {
 		// Producer id 0 is never handed out, so that (0, 0) is never a real producer id
-		// and epoch: client.PreparedTxnState's zero value means "no transaction".
+		// and epoch: twopc.PreparedTxnState's zero value (kgoext/twopc) means "no transaction".
 		id = p.next
 		p.next++
 	}

@@ -12,8 +12,8 @@ import (
 
 // KIP-939: the broker advertises InitProducerId v6 and shows
 // transaction.two.phase.commit.enable (default false, as Kafka) in DescribeConfigs.
-// The v6 request path itself is exercised end to end by the client's 2PC integration
-// tests (client/twopc_integration_test.go) and compat's Java 2PC test.
+// The v6 request path itself is exercised end to end by kgoext/twopc's integration tests
+// (twopc_integration_test.go) and compat's Java 2PC test.
 func TestTwoPhaseCommitConfigAndVersion(t *testing.T) {
 	for _, enabled := range []string{"", "true"} {
 		var opts []testbroker.Option
