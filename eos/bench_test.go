@@ -18,7 +18,7 @@ import (
 // The runner's overhead: BenchmarkRunner and BenchmarkRawLoop process the same inputs
 // with the same trivial function (copy the input to the output topic) and the same commit
 // cadence (benchCommitRecords inputs or benchCommitInterval, one worker), the first through
-// eos.Runner, the second with a hand-written loop over the client. ns/op is per input.
+// eos.Runner, the second with a hand-written loop on kgo and kgoext. ns/op is per input.
 //
 //	go test ./eos -run '^$' -bench 'Runner|RawLoop' -benchtime 20000x -count 5
 const (

@@ -99,6 +99,9 @@ func stepErr(step, cause error) error {
 //     same call may succeed when repeated. Any other Kafka error is a definite answer that
 //     a repeat would meet again (INVALID_TXN_STATE, say): the producer is replaced.
 func isFatal(err error) bool {
+	if errors.Is(err, twopc.ErrTransactionAbortable) && !errors.Is(err, twopc.ErrProducerFatal) {
+		return false // twopc judged the Kafka error inside: its producer goes on after an abort
+	}
 	return errors.Is(err, kerr.ProducerFenced) ||
 		errors.Is(err, kerr.InvalidProducerEpoch) ||
 		errors.Is(err, kerr.InvalidProducerIDMapping) ||

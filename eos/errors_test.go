@@ -36,6 +36,7 @@ func TestErrorClasses(t *testing.T) {
 		{name: "acks not staged, member fenced", err: wrap(kgoext.ErrCommitFailed, kerr.FencedMemberEpoch), abortable: true},
 		{name: "commit turned into an abort", err: wrap(kgoext.ErrTransactionAborted, errors.New("1 of the transaction's records failed")), abortable: true},
 		{name: "twopc abortable", err: wrap(twopc.ErrTransactionAbortable, kerr.MessageTooLarge), abortable: true},
+		{name: "twopc abortable over an epoch error", err: wrap(twopc.ErrTransactionAbortable, kerr.InvalidProducerEpoch), abortable: true},
 		{name: "UNSUPPORTED_VERSION", err: kerr.UnsupportedVersion, permanent: true},
 		{name: "kgo: broker lacks the API", err: errors.New("broker is too old; the broker has already indicated it will not know how to handle the request"), permanent: true},
 		{name: "GROUP_AUTHORIZATION_FAILED", err: kerr.GroupAuthorizationFailed, permanent: true},

@@ -222,7 +222,7 @@ func (m *member) note(err error) error {
 //  2. collected inputs are staged into the doomed transaction if the producer still
 //     can (a doomed transaction refuses without a round trip);
 //  3. the transaction aborts, which returns everything staged; a producer that cannot
-//     abort is replaced, and the new instance's InitTransactions aborts it;
+//     abort is replaced, and the new instance's InitProducerId aborts it;
 //  4. inputs still unstaged are RELEASEd (ShareConsumer.ReleaseAcknowledgements, sent at
 //     once with CommitSync);
 //  5. if that fails, the consumer and its kgo client are closed and recreated: closing
