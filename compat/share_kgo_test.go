@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/testbroker"
 )
@@ -22,21 +21,8 @@ const shareStep = 20 * time.Second
 // setGroupConfigs sets share-group configs with IncrementalAlterConfigs on the GROUP resource.
 func setGroupConfigs(t *testing.T, cl *kgo.Client, group string, kv ...string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	for i := 0; i < len(kv); i += 2 {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		c.Name, c.Op, c.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(kv[i+1])
-		res.Configs = append(res.Configs, c)
-	}
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctxFor(t, shareStep), cl)
-	if err != nil {
-		t.Fatalf("IncrementalAlterConfigs GROUP %s: %v", group, err)
-	}
-	if r := resp.Resources[0]; r.ErrorCode != 0 {
-		t.Fatalf("IncrementalAlterConfigs GROUP %s %v: error %d %v", group, kv, r.ErrorCode, r.ErrorMessage)
+	if err := testbroker.SetGroupConfigs(ctxFor(t, shareStep), cl, group, kv...); err != nil {
+		t.Fatalf("IncrementalAlterConfigs GROUP %s %v: %v", group, kv, err)
 	}
 }
 

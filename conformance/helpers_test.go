@@ -122,19 +122,8 @@ func (e *env) produce(topic string, partition int32, n int) {
 // setGroupConfig sets a dynamic group config (IncrementalAlterConfigs, resource GROUP).
 func (e *env) setGroupConfig(group, name, value string) {
 	e.t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Op, c.Value = name, kmsg.IncrementalAlterConfigOpSet, &value
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(e.ctx(), e.cl)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if code := resp.Resources[0].ErrorCode; code != 0 {
-		e.t.Fatalf("group config %s=%s: %v", name, value, kerr.ErrorForCode(code))
+	if err := testbroker.SetGroupConfigs(e.ctx(), e.cl, group, name, value); err != nil {
+		e.t.Fatalf("group config %s=%s: %v", name, value, err)
 	}
 }
 

@@ -17,10 +17,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/brokerproc"
+	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/kgoext"
 )
 
@@ -90,22 +90,13 @@ func (sb *shareBroker) restart() {
 // first request of a client after a restart can fail on its dead connection).
 func setGroupConfig(t *testing.T, cl *kgo.Client, group string, kv ...string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	for i := 0; i+1 < len(kv); i += 2 {
-		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-		v := kv[i+1]
-		c.Name, c.Op, c.Value = kv[i], kmsg.IncrementalAlterConfigOpSet, &v
-		res.Configs = append(res.Configs, c)
-	}
-	req.Resources = append(req.Resources, res)
 	if err := await.Until(30*time.Second, 50*time.Millisecond, func() error {
-		resp, err := req.RequestWith(ctxTimeout(t, 10*time.Second), cl)
-		if err != nil {
-			return err // the broker may be restarting
+		err := testbroker.SetGroupConfigs(ctxTimeout(t, 10*time.Second), cl, group, kv...)
+		var refused *kerr.Error
+		if errors.As(err, &refused) {
+			return await.Stop(err) // the broker answered: asking again changes nothing
 		}
-		return await.Stop(kerr.ErrorForCode(resp.Resources[0].ErrorCode))
+		return err // the broker may be restarting
 	}); err != nil {
 		t.Fatalf("group %s config %v: %v", group, kv, err)
 	}

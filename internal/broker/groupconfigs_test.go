@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -11,20 +12,18 @@ import (
 	"github.com/exactq/exactq/internal/testbroker"
 )
 
+// alterGroupConfig sets one group config and returns the resource's error code.
 func alterGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) int16 {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Op, c.Value = name, kmsg.IncrementalAlterConfigOpSet, &value
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(ctxT(t), cl)
+	err := testbroker.SetGroupConfigs(ctxT(t), cl, group, name, value)
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.Resources[0].ErrorCode
+	return 0
 }
 
 func describeGroupConfig(t *testing.T, cl *kgo.Client, group, name string) string {

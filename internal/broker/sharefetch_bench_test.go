@@ -272,16 +272,8 @@ type benchShareMember struct {
 func joinBenchShareGroup(b *testing.B, cl *kgo.Client, group, member, topic string, topicID [16]byte) *benchShareMember {
 	b.Helper()
 	ctx := b.Context()
-	value := "earliest"
-	cfg := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Op, c.Value = "share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, &value
-	res.Configs = append(res.Configs, c)
-	cfg.Resources = append(cfg.Resources, res)
-	if resp, err := cfg.RequestWith(ctx, cl); err != nil || resp.Resources[0].ErrorCode != 0 {
-		b.Fatalf("alter group config: %v %+v", err, resp)
+	if err := testbroker.SetGroupConfigs(ctx, cl, group, "share.auto.offset.reset", "earliest"); err != nil {
+		b.Fatalf("alter group config: %v", err)
 	}
 	m := &benchShareMember{group: group, id: member}
 	var epoch int32
