@@ -12,6 +12,7 @@ import (
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/kgoext"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const ckptN = 40
@@ -346,4 +347,26 @@ func TestNewCheckpointerValidates(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrInvalidConfig naming it", name, err)
 		}
 	}
+}
+
+// ClientOpts reach both clients of a Checkpointer: a hook given there sees ShareFetch (the
+// share consumer's client) and InitProducerId and EndTxn (the two-phase-commit producer's).
+func TestCheckpointerClientOptsReachEveryClient(t *testing.T) {
+	b, inputs := ckptEnv(t)
+	hook := &keysWritten{keys: map[int16]bool{}}
+	c, err := eos.NewCheckpointer(eos.CheckpointerConfig{Brokers: []string{b.Addr}, Group: "ckpt", Topics: []string{"in"},
+		TransactionalID: "ckpt-1", ClientOpts: []kgo.Opt{kgo.WithHooks(hook)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	if _, err := c.Recover(eostest.Context(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	process(t, c, ckptN)
+	checkpoint(t, c)
+	if !hook.wrote(kmsg.ShareFetch, kmsg.ShareGroupHeartbeat, kmsg.InitProducerID, kmsg.Produce, kmsg.EndTxn) {
+		t.Fatalf("the hook from ClientOpts saw only keys %v", hook.keys)
+	}
+	checkExactlyOnce(t, b, inputs)
 }

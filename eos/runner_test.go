@@ -12,6 +12,7 @@ import (
 	"github.com/exactq/exactq/eos"
 	"github.com/exactq/exactq/eos/eostest"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // flaky is a ProcessFunc for tests: it fails the first time it sees each input in
@@ -301,4 +302,63 @@ func TestRunnerReplacesFencedProducer(t *testing.T) {
 	}
 	eostest.ExactlyOnce(t, eostest.Committed(t, b.Addr, "out", 1), want)
 	eostest.WaitDrained(t, b.Addr, "fenced", "in", 1)
+}
+
+// keysWritten is a kgo hook that records the API key of every request its clients write.
+type keysWritten struct {
+	mu   sync.Mutex
+	keys map[int16]bool
+}
+
+func (h *keysWritten) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		h.mu.Lock()
+		h.keys[key] = true
+		h.mu.Unlock()
+	}
+}
+
+func (h *keysWritten) wrote(keys ...kmsg.Key) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, k := range keys {
+		if !h.keys[k.Int16()] {
+			return false
+		}
+	}
+	return true
+}
+
+// ClientOpts reach both clients of a worker: a hook given there sees ShareFetch (only the
+// share consumer's client sends it) and InitProducerId and EndTxn (only the producer's).
+func TestRunnerClientOptsReachEveryClient(t *testing.T) {
+	b := eostest.Start(t)
+	eostest.CreateTopic(t, b.Addr, "in", 1)
+	eostest.CreateTopic(t, b.Addr, "out", 1)
+	eostest.ReadFromEarliest(t, b.Addr, "opts")
+	eostest.Produce(t, b.Addr, "in", 1, eostest.Inputs(5))
+	hook := &keysWritten{keys: map[int16]bool{}}
+	var got tally
+	r, err := eos.NewRunner(eos.RunnerConfig{
+		Brokers: []string{b.Addr}, Group: "opts", Topics: []string{"in"}, TransactionalIDPrefix: "opts",
+		ClientOpts: []kgo.Opt{kgo.WithHooks(hook)},
+		Process: func(_ context.Context, in *kgo.Record) (eos.Result, error) {
+			return eos.Result{Outputs: []*kgo.Record{{Topic: "out", Value: in.Value}}}, nil
+		},
+		OnCommit: got.onCommit,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(eostest.Context(t))
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	waitFor(t, "the inputs committed", func() bool { return got.inputs.Load() >= 5 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !hook.wrote(kmsg.ShareFetch, kmsg.ShareGroupHeartbeat, kmsg.InitProducerID, kmsg.Produce, kmsg.EndTxn) {
+		t.Fatalf("the hook from ClientOpts saw only keys %v", hook.keys)
+	}
 }
