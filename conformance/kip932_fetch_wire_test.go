@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 const (
@@ -282,7 +282,7 @@ func TestShareFetchRequestIsInAccessibleWhenConfigsDisabled_7_1_1(t *testing.T) 
 		wantTopLevel(t, "DeleteShareGroupOffsets", dr.ErrorCode, dr.ErrorMessage, len(dr.Topics), kerr.UnsupportedVersion, "The version of API is not supported.")
 		// exactq's TxnShareAcknowledge (KIP-1289) answers as ShareAcknowledge does.
 		tx := "tx"
-		tr := c.roundTrip(&txnshare.Request{TransactionalID: &tx, ProducerID: 1, GroupID: farGroup, MemberID: member, MemberEpoch: 1}).(*txnshare.Response)
+		tr := c.roundTrip(&wire.TxnShareAcknowledgeRequest{TransactionalID: &tx, ProducerID: 1, GroupID: farGroup, MemberID: member, MemberEpoch: 1}).(*wire.TxnShareAcknowledgeResponse)
 		wantCode(t, "TxnShareAcknowledge", tr.ErrorCode, kerr.UnsupportedVersion)
 
 		// Enabled again: the member rejoins and consumes.

@@ -25,7 +25,7 @@
 //     delay no produce request of the same client; it should not share a client with kgo's
 //     own consumers, whose fetches would queue behind them.
 //   - SendShareAcksToTransaction and SendShareAcks. TxnShareAcknowledge (KIP-1289) is not a
-//     kmsg message; package txnshare defines it. SendShareAcksToTransaction reads the
+//     kmsg message; package wire defines it. SendShareAcksToTransaction reads the
 //     transactional id, producer id and epoch from a transactional *kgo.Client (fresh each
 //     call: kgo stores the epoch a KIP-890 EndTxn bumped) and calls SendShareAcks, the
 //     lower-level form that takes a ProducerIdentity, for producers that are not a

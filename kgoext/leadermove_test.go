@@ -13,7 +13,7 @@ import (
 	"github.com/exactq/exactq/internal/server"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/kgoext"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -177,19 +177,19 @@ func (v *nodeView) Handle(ctx context.Context, req *server.Request) server.Reply
 			}
 			return server.Reply{Resp: resp}
 		}
-	case *txnshare.Request:
+	case *wire.TxnShareAcknowledgeRequest:
 		if code := v.tn.nextTxnShareAckCode(); code != 0 {
-			resp := body.ResponseKind().(*txnshare.Response)
+			resp := body.ResponseKind().(*wire.TxnShareAcknowledgeResponse)
 			resp.ErrorCode = code
 			return server.Reply{Resp: resp}
 		}
 		if id, ok := onlyTopic(len(body.Topics), func(i int) [16]byte { return body.Topics[i].TopicID }); ok && !v.leads(names[id]) {
 			v.refuse(req.Key)
-			resp := body.ResponseKind().(*txnshare.Response)
+			resp := body.ResponseKind().(*wire.TxnShareAcknowledgeResponse)
 			for _, t := range body.Topics {
-				rt := txnshare.TopicResponse{TopicID: t.TopicID}
+				rt := wire.TxnShareAcknowledgeResponseResponse{TopicID: t.TopicID}
 				for _, p := range t.Partitions {
-					rt.Partitions = append(rt.Partitions, txnshare.PartitionResponse{PartitionIndex: p.PartitionIndex, ErrorCode: notLeader})
+					rt.Partitions = append(rt.Partitions, wire.TxnShareAcknowledgeResponseResponsePartition{PartitionIndex: p.PartitionIndex, ErrorCode: notLeader})
 				}
 				resp.Responses = append(resp.Responses, rt)
 			}
@@ -349,7 +349,7 @@ func TestSendShareAcksFollowsLeaderMove(t *testing.T) {
 	if err := kgoext.EndTransaction(ctx, txn, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	if n := tn.countNotLeader(txnshare.DefaultAPIKey); n == 0 {
+	if n := tn.countNotLeader(wire.TxnShareAcknowledgeDefaultKey); n == 0 {
 		t.Fatal("the old leader never answered NOT_LEADER_OR_FOLLOWER: the move was not exercised")
 	}
 	waitTxnState(t, cl, "tx-move", "CompleteCommit")

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,7 +36,9 @@ type ProducerIdentity struct {
 // Versions is kversion.Stable() plus TxnShareAcknowledge v0 at its default key: a *kgo.Client
 // sends only the keys of its kgo.MaxVersions, so the client that sends share
 // acknowledgements to transactions is built with kgo.MaxVersions(kgoext.Versions()).
-func Versions() *kversion.Versions { return txnshare.Versions(txnshare.DefaultAPIKey) }
+func Versions() *kversion.Versions {
+	return wire.TxnShareAcknowledgeVersions(wire.TxnShareAcknowledgeDefaultKey)
+}
 
 // shareAckRounds bounds the rounds of SendShareAcks that chase moved leaders.
 const shareAckRounds = 5
@@ -200,9 +202,9 @@ func sendShareAcks(ctx context.Context, transport *kgo.Client, producer Producer
 // refuses a key its MaxVersions lack.
 func sendsTxnShareAck(cl *kgo.Client) error {
 	if v, _ := cl.OptValue(kgo.MaxVersions).(*kversion.Versions); v != nil {
-		if _, ok := v.LookupMaxKeyVersion(txnshare.DefaultAPIKey); !ok {
+		if _, ok := v.LookupMaxKeyVersion(wire.TxnShareAcknowledgeDefaultKey); !ok {
 			return fmt.Errorf("kgoext: the client does not send TxnShareAcknowledge (key %d): build it with kgo.MaxVersions(kgoext.Versions()): %w",
-				txnshare.DefaultAPIKey, kerr.UnsupportedVersion)
+				wire.TxnShareAcknowledgeDefaultKey, kerr.UnsupportedVersion)
 		}
 	}
 	return nil
@@ -289,8 +291,8 @@ type txnShareAckResult struct {
 // txnShareAck sends one TxnShareAcknowledge to leader, resending while the coordinator is
 // busy: a top-level error means the broker staged nothing.
 func txnShareAck(ctx context.Context, transport *kgo.Client, leader int32, producer ProducerIdentity, md ShareGroupMetadata, part *shareAckPart) txnShareAckResult {
-	req := &txnshare.Request{
-		APIKey:          txnshare.DefaultAPIKey,
+	req := &wire.TxnShareAcknowledgeRequest{
+		APIKey:          wire.TxnShareAcknowledgeDefaultKey,
 		TransactionalID: kmsg.StringPtr(producer.TransactionalID),
 		GroupID:         md.GroupID,
 		ProducerID:      producer.ProducerID,
@@ -302,12 +304,12 @@ func txnShareAck(ctx context.Context, transport *kgo.Client, leader int32, produ
 	for _, tp := range part.tps {
 		tid := part.ids[tp.Topic]
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].TopicID != tid {
-			req.Topics = append(req.Topics, txnshare.Topic{TopicID: tid})
+			req.Topics = append(req.Topics, wire.TxnShareAcknowledgeRequestTopic{TopicID: tid})
 		}
 		rt := &req.Topics[len(req.Topics)-1]
-		rp := txnshare.Partition{PartitionIndex: tp.Partition}
+		rp := wire.TxnShareAcknowledgeRequestTopicPartition{PartitionIndex: tp.Partition}
 		for _, b := range part.acks[tp] {
-			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, txnshare.Batch{
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
 				FirstOffset: b.FirstOffset, LastOffset: b.LastOffset, AcknowledgeTypes: wireTypes(b.Types),
 			})
 		}
@@ -320,7 +322,7 @@ func txnShareAck(ctx context.Context, transport *kgo.Client, leader int32, produ
 			// The request may have reached the broker: assume the partitions joined.
 			return txnShareAckResult{registered: true, err: fmt.Errorf("kgoext: TxnShareAcknowledge to broker %d: %w", leader, err)}
 		}
-		r := resp.(*txnshare.Response)
+		r := resp.(*wire.TxnShareAcknowledgeResponse)
 		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
 			err = fmt.Errorf("kgoext: TxnShareAcknowledge to broker %d: %w", leader, err)
 			switch {

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/exactq/exactq/internal/server"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -47,7 +47,7 @@ type Config struct {
 	// names (log.retention.ms, num.partitions, message.max.bytes, ...).
 	BrokerConfigs map[string]string
 	// TxnShareAckKey is the API key TxnShareAcknowledge (KIP-1289) is served at: 0 means
-	// txnshare.DefaultAPIKey (95), negative turns the feature off (not advertised).
+	// wire.TxnShareAcknowledgeDefaultKey (95), negative turns the feature off (not advertised).
 	TxnShareAckKey int16
 	// HousekeepingInterval is how often retention and compaction run (Kafka's
 	// log.retention.check.interval.ms, default 5 minutes).
@@ -126,7 +126,7 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	if k := cfg.TxnShareAckKey; k > 0 {
 		if _, taken := server.Kafka44[k]; taken {
-			return nil, fmt.Errorf("TxnShareAcknowledge API key %d is a Kafka API key; pick an unused one (default %d)", k, txnshare.DefaultAPIKey)
+			return nil, fmt.Errorf("TxnShareAcknowledge API key %d is a Kafka API key; pick an unused one (default %d)", k, wire.TxnShareAcknowledgeDefaultKey)
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "topics"), 0o755); err != nil {

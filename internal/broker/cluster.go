@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/server"
-	"github.com/exactq/exactq/internal/txn/txnwire"
+	"github.com/exactq/exactq/wire"
 )
 
 // Coordinator types in FindCoordinator.
@@ -83,8 +83,8 @@ func (b *Broker) handleDescribeCluster(req *server.Request, r *kmsg.DescribeClus
 	return server.Reply{Resp: resp}
 }
 
-func (b *Broker) handleInitProducerID(req *server.Request, r *txnwire.InitProducerIDRequest) server.Reply {
-	resp := r.ResponseKind().(*txnwire.InitProducerIDResponse)
+func (b *Broker) handleInitProducerID(req *server.Request, r *wire.InitProducerIDRequest) server.Reply {
+	resp := r.ResponseKind().(*wire.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
 		// Transactional ids need the transaction coordinator (its own issue). Kafka answers

@@ -14,7 +14,7 @@ import (
 	"github.com/exactq/exactq/internal/group"
 	"github.com/exactq/exactq/internal/server"
 	"github.com/exactq/exactq/internal/txn"
-	"github.com/exactq/exactq/internal/txn/txnwire"
+	"github.com/exactq/exactq/wire"
 )
 
 // coordinators holds the group coordinator. It starts at Open when its internal topic
@@ -340,7 +340,7 @@ func txnCoordinatorUnavailable(req *server.Request) kmsg.Response {
 	resp := req.Body.ResponseKind()
 	const code = 15 // COORDINATOR_NOT_AVAILABLE
 	switch r := resp.(type) {
-	case *txnwire.InitProducerIDResponse:
+	case *wire.InitProducerIDResponse:
 		r.ErrorCode, r.ProducerID, r.ProducerEpoch = code, -1, -1
 	case *kmsg.AddOffsetsToTxnResponse:
 		r.ErrorCode = code

@@ -8,8 +8,7 @@ import (
 	"github.com/exactq/exactq/internal/group"
 	"github.com/exactq/exactq/internal/server"
 	"github.com/exactq/exactq/internal/txn"
-	"github.com/exactq/exactq/internal/txn/txnwire"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // implemented lists the API keys this broker serves, each capped to what Apache Kafka 4.4
@@ -68,7 +67,7 @@ func (b *Broker) APIs() []server.APIRange {
 	if key := b.txnShareAckKey(); key >= 0 {
 		// KIP-1289's TxnShareAcknowledge: exactq's own message, not in Kafka 4.4.
 		out = append(out, server.APIRange{Key: key, MinVersion: 0, MaxVersion: 0,
-			NewRequest: func() kmsg.Request { return &txnshare.Request{APIKey: key} }})
+			NewRequest: func() kmsg.Request { return &wire.TxnShareAcknowledgeRequest{APIKey: key} }})
 	}
 	for _, k := range implemented {
 		r, ok := server.Kafka44[k]
@@ -81,8 +80,8 @@ func (b *Broker) APIs() []server.APIRange {
 		if k == 22 {
 			// InitProducerId v6 (KIP-939 two-phase commit): unstable, so not advertised,
 			// in Kafka 4.4 and unknown to kmsg; exactq serves it with its own types.
-			r.MaxVersion = txnwire.MaxInitProducerIDVersion
-			r.NewRequest = func() kmsg.Request { return txnwire.NewInitProducerIDRequest() }
+			r.MaxVersion = (*wire.InitProducerIDRequest)(nil).MaxVersion()
+			r.NewRequest = func() kmsg.Request { return wire.NewPtrInitProducerIDRequest() }
 		}
 		out = append(out, r)
 	}
@@ -119,7 +118,7 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDeleteTopics(req, r)
 	case *kmsg.DeleteRecordsRequest:
 		return b.handleDeleteRecords(req, r)
-	case *txnwire.InitProducerIDRequest:
+	case *wire.InitProducerIDRequest:
 		if r.TransactionalID != nil {
 			return b.txnReply(req, func(c *txn.Coordinator) kmsg.Response { return c.InitProducerIDV6(ctx, r) })
 		}
@@ -164,7 +163,7 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDeleteShareGroupOffsets(ctx, req, r)
 	case *kmsg.UpdateFeaturesRequest:
 		return b.handleUpdateFeatures(req, r)
-	case *txnshare.Request:
+	case *wire.TxnShareAcknowledgeRequest:
 		return b.handleTxnShareAcknowledge(ctx, req, r)
 	case *kmsg.JoinGroupRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).JoinGroup)

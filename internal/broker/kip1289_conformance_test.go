@@ -28,7 +28,7 @@ import (
 	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/share/sharestate"
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 const (
@@ -406,28 +406,28 @@ type cfRange struct {
 
 // cfStage stages the given batches (any partitions of cfIn, ascending within a partition)
 // in p's transaction for member m.
-func cfStage(p *txnProducer, m *shareMember, memberEpoch int32, rs ...cfRange) *txnshare.Response {
+func cfStage(p *txnProducer, m *shareMember, memberEpoch int32, rs ...cfRange) *wire.TxnShareAcknowledgeResponse {
 	p.t.Helper()
-	byPart := map[int32][]txnshare.Batch{}
+	byPart := map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{}
 	var parts []int32
 	for _, r := range rs {
 		if _, ok := byPart[r.part]; !ok {
 			parts = append(parts, r.part)
 		}
-		byPart[r.part] = append(byPart[r.part], txnshare.Batch{FirstOffset: r.first, LastOffset: r.last, AcknowledgeTypes: []int8{r.ackType}})
+		byPart[r.part] = append(byPart[r.part], wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: r.first, LastOffset: r.last, AcknowledgeTypes: []int8{r.ackType}})
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	tp := txnshare.Topic{TopicID: m.topicID}
+	tp := wire.TxnShareAcknowledgeRequestTopic{TopicID: m.topicID}
 	for _, part := range parts {
-		tp.Partitions = append(tp.Partitions, txnshare.Partition{PartitionIndex: part, AcknowledgementBatches: byPart[part]})
+		tp.Partitions = append(tp.Partitions, wire.TxnShareAcknowledgeRequestTopicPartition{PartitionIndex: part, AcknowledgementBatches: byPart[part]})
 	}
-	req := &txnshare.Request{TransactionalID: &p.id, GroupID: m.group, ProducerID: p.pid, ProducerEpoch: p.epoch,
-		MemberID: m.id, MemberEpoch: memberEpoch, Topics: []txnshare.Topic{tp}}
-	return roundTrip(p.t, p.addr, req).(*txnshare.Response)
+	req := &wire.TxnShareAcknowledgeRequest{TransactionalID: &p.id, GroupID: m.group, ProducerID: p.pid, ProducerEpoch: p.epoch,
+		MemberID: m.id, MemberEpoch: memberEpoch, Topics: []wire.TxnShareAcknowledgeRequestTopic{tp}}
+	return roundTrip(p.t, p.addr, req).(*wire.TxnShareAcknowledgeResponse)
 }
 
 // cfCodes returns the top-level error code and the per-partition codes of a response.
-func cfCodes(resp *txnshare.Response) (int16, map[int32]int16) {
+func cfCodes(resp *wire.TxnShareAcknowledgeResponse) (int16, map[int32]int16) {
 	parts := map[int32]int16{}
 	for _, tr := range resp.Responses {
 		for _, pr := range tr.Partitions {
@@ -441,7 +441,7 @@ func cfCodes(resp *txnshare.Response) (int16, map[int32]int16) {
 // coordinator already ended (timeout, fencing) was refused as a whole: registration in
 // the transaction fails before any record changes state (D8), with the produce path's
 // fencing error.
-func cfWantFencedStaging(t *testing.T, resp *txnshare.Response) {
+func cfWantFencedStaging(t *testing.T, resp *wire.TxnShareAcknowledgeResponse) {
 	t.Helper()
 	top, parts := cfCodes(resp)
 	if top != kerr.InvalidProducerEpoch.Code && top != kerr.ProducerFenced.Code {
@@ -498,7 +498,7 @@ func TestKIP1289_CommitAccept(t *testing.T) {
 	m := e.join(cfMember)
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 0, 1)
 	p := cfInitProducer(e, "cf-commit-accept", 60000)
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 	e.wantOffsetsNow(0, 0, 1) // TX_PENDING holds the start offset (D12)
 	if code := cfEnd(p, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
@@ -521,7 +521,7 @@ func TestKIP1289_CommitWithOutputRecordInSameTransaction(t *testing.T) {
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 0, 1)
 	p := cfInitProducer(e, "cf-commit-output", 60000)
 	cfProduceOutput(e, p, 0, "out-0")
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 
 	// While the transaction is open the output is not stable.
 	lso, err := kadm.NewClient(e.cl).ListCommittedOffsets(ctxT(t), cfOut)
@@ -552,7 +552,7 @@ func TestKIP1289_RejectsFencedMemberEpochs(t *testing.T) {
 		if bad == 0 { // 0 means "joining": use the member's previous epoch, also stale
 			bad = m.epoch - 1
 		}
-		top, parts := cfCodes(cfStage(p, m, bad, cfRange{0, 0, 0, txnshare.AckAccept}))
+		top, parts := cfCodes(cfStage(p, m, bad, cfRange{0, 0, 0, wire.AckAccept}))
 		if top != kerr.FencedMemberEpoch.Code {
 			t.Errorf("member epoch %d (current %d): top-level %v, partitions %v; want FENCED_MEMBER_EPOCH",
 				bad, m.epoch, kerr.ErrorForCode(top), parts)
@@ -564,7 +564,7 @@ func TestKIP1289_RejectsFencedMemberEpochs(t *testing.T) {
 	e.waitOffsets(0, 0, 1)
 	cfNothingDelivered(t, m) // still ACQUIRED by m, not released
 	// Nothing was staged: the member can still stage the record with its real epoch.
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 	if code := cfEnd(p, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
 	}
@@ -579,10 +579,10 @@ func TestKIP1289_CommitAcrossMultiplePolls(t *testing.T) {
 	m := e.join(cfMember)
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 0, 1)
 	p := cfInitProducer(e, "cf-multi-poll", 60000)
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 	e.produceInputs(0, 1)
 	cfWantAcquired(t, cfFetchUntil(m, 1), 1, 1, 1) // offset 0 is TX_PENDING, not redelivered
-	stageOK(t, p.stage(m, 1, 1, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 1, 1, wire.AckAccept))
 	e.wantOffsetsNow(0, 0, 2)
 	if code := cfEnd(p, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
@@ -598,7 +598,7 @@ func TestKIP1289_AbortAccept(t *testing.T) {
 	m := e.join(cfMember)
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 0, 1)
 	p := cfInitProducer(e, "cf-abort-accept", 60000)
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 	if code := cfEnd(p, false); code != 0 {
 		t.Fatalf("abort: %v", kerr.ErrorForCode(code))
 	}
@@ -615,7 +615,7 @@ func TestKIP1289_AbortWithOutputRecordInSameTransaction(t *testing.T) {
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 0, 1)
 	p := cfInitProducer(e, "cf-abort-output", 60000)
 	cfProduceOutput(e, p, 0, "out-0")
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 	if code := cfEnd(p, false); code != 0 {
 		t.Fatalf("abort: %v", kerr.ErrorForCode(code))
 	}
@@ -637,7 +637,7 @@ func TestKIP1289_CommitReject(t *testing.T) {
 	m := e.join(cfMember)
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 0, 1)
 	p := cfInitProducer(e, "cf-commit-reject", 60000)
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckReject))
+	stageOK(t, p.stage(m, 0, 0, wire.AckReject))
 	if code := cfEnd(p, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
 	}
@@ -654,14 +654,14 @@ func TestKIP1289_CommitSubsetAccept(t *testing.T) {
 	m := e.join(cfMember)
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 2, 1)
 	p := cfInitProducer(e, "cf-subset", 60000)
-	stageOK(t, cfStage(p, m, m.epoch, cfRange{0, 1, 1, txnshare.AckAccept}))
+	stageOK(t, cfStage(p, m, m.epoch, cfRange{0, 1, 1, wire.AckAccept}))
 	if code := cfEnd(p, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
 	}
 	e.waitOffsets(0, 0, 2)
 	cfNothingDelivered(t, m)
 
-	stageOK(t, cfStage(p, m, m.epoch, cfRange{0, 0, 0, txnshare.AckAccept}, cfRange{0, 2, 2, txnshare.AckAccept}))
+	stageOK(t, cfStage(p, m, m.epoch, cfRange{0, 0, 0, wire.AckAccept}, cfRange{0, 2, 2, wire.AckAccept}))
 	if code := cfEnd(p, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
 	}
@@ -719,7 +719,7 @@ func TestKIP1289_CommitAcrossMultipleShareStatePartitions(t *testing.T) {
 	var rs []cfRange
 	for _, p := range parts {
 		cfWantAcquired(t, acquired[p], 0, 0, 1)
-		rs = append(rs, cfRange{p, 0, 0, txnshare.AckAccept})
+		rs = append(rs, cfRange{p, 0, 0, wire.AckAccept})
 	}
 	p := cfInitProducer(e, "cf-state-partitions", 60000)
 	stageOK(t, cfStage(p, m, m.epoch, rs...))
@@ -772,7 +772,7 @@ func TestKIP1289_LockExpiryBeforeStaging(t *testing.T) {
 	cfWantAcquired(t, cfFetchUntil(b, 1), 0, 0, 2)
 
 	cfHeartbeat(a) // a is still a member, with its current epoch: the record is what fails
-	top, parts := cfCodes(pa.stage(a, 0, 0, txnshare.AckAccept))
+	top, parts := cfCodes(pa.stage(a, 0, 0, wire.AckAccept))
 	if top != 0 || parts[0] != kerr.InvalidRecordState.Code {
 		t.Fatalf("staging after the lock expired: top-level %v, partition %v; want INVALID_RECORD_STATE for the partition",
 			kerr.ErrorForCode(top), kerr.ErrorForCode(parts[0]))
@@ -783,7 +783,7 @@ func TestKIP1289_LockExpiryBeforeStaging(t *testing.T) {
 
 	pb := cfInitProducer(e, "cf-fast", 60000)
 	cfProduceOutput(e, pb, 0, "out-from-fast")
-	stageOK(t, pb.stage(b, 0, 0, txnshare.AckAccept))
+	stageOK(t, pb.stage(b, 0, 0, wire.AckAccept))
 	if code := cfEnd(pb, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
 	}
@@ -803,7 +803,7 @@ func TestKIP1289_TransactionTimeoutAbort(t *testing.T) {
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 2, 1)
 	p := cfInitProducer(e, "cf-timeout", 800)
 	cfProduceOutput(e, p, 0, "out-stalled")
-	stageOK(t, p.stage(m, 0, 2, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 2, wire.AckAccept))
 
 	// Nothing ends the transaction: the timeout does.
 	cfWantAcquired(t, cfFetchUntil(m, 3), 0, 2, 2)
@@ -812,13 +812,13 @@ func TestKIP1289_TransactionTimeoutAbort(t *testing.T) {
 		t.Fatalf("read_committed output after the timeout abort: %v, want none", cfValues(got))
 	}
 
-	cfWantFencedStaging(t, p.stage(m, 0, 2, txnshare.AckAccept))
+	cfWantFencedStaging(t, p.stage(m, 0, 2, wire.AckAccept))
 	if code := cfEnd(p, true); code == 0 {
 		t.Fatal("the timed-out producer committed")
 	}
 	// The refused staging changed nothing: the records are still the member's.
 	fresh := cfInitProducer(e, "cf-timeout", 60000)
-	stageOK(t, fresh.stage(m, 0, 2, txnshare.AckAccept))
+	stageOK(t, fresh.stage(m, 0, 2, wire.AckAccept))
 	if code := cfEnd(fresh, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
 	}
@@ -835,7 +835,7 @@ func TestKIP1289_ProducerFencedByNewInstance(t *testing.T) {
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 4, 1)
 	old := cfInitProducer(e, "cf-fenced", 60000)
 	cfProduceOutput(e, old, 0, "out-zombie")
-	stageOK(t, old.stage(m, 0, 4, txnshare.AckAccept))
+	stageOK(t, old.stage(m, 0, 4, wire.AckAccept))
 
 	fresh := cfInitProducer(e, "cf-fenced", 60000) // retries CONCURRENT_TRANSACTIONS while the old one is aborted
 	if fresh.pid == old.pid && fresh.epoch <= old.epoch {
@@ -844,12 +844,12 @@ func TestKIP1289_ProducerFencedByNewInstance(t *testing.T) {
 	cfWantAcquired(t, cfFetchUntil(m, 5), 0, 4, 2)
 	e.waitOffsets(0, 0, 5)
 
-	cfWantFencedStaging(t, old.stage(m, 0, 4, txnshare.AckAccept))
+	cfWantFencedStaging(t, old.stage(m, 0, 4, wire.AckAccept))
 	if code := cfEnd(old, true); code == 0 {
 		t.Fatal("the fenced producer committed")
 	}
 
-	stageOK(t, fresh.stage(m, 0, 4, txnshare.AckAccept))
+	stageOK(t, fresh.stage(m, 0, 4, wire.AckAccept))
 	cfProduceOutput(e, fresh, 0, "out-fresh")
 	if code := cfEnd(fresh, true); code != 0 {
 		t.Fatalf("commit: %v", kerr.ErrorForCode(code))
@@ -871,13 +871,13 @@ func TestKIP1289_AbortAtDeliveryLimitArchives(t *testing.T) {
 	cfWantAcquired(t, cfFetch(m, 1000)[0], 0, 0, 1)
 	p := cfInitProducer(e, "cf-poison", 60000)
 
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 	if code := cfEnd(p, false); code != 0 {
 		t.Fatalf("abort: %v", kerr.ErrorForCode(code))
 	}
 	cfWantAcquired(t, cfFetchUntil(m, 1), 0, 0, 2)
 
-	stageOK(t, p.stage(m, 0, 0, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 0, wire.AckAccept))
 	if code := cfEnd(p, false); code != 0 {
 		t.Fatalf("abort: %v", kerr.ErrorForCode(code))
 	}
@@ -901,9 +901,9 @@ func TestKIP1289_TwoTransactionsDisjointOffsets(t *testing.T) {
 	// p2 stages the low offsets and aborts; p1 stages the high ones and commits. The
 	// committed range alone cannot move the start offset, so the abort must not be lost.
 	cfProduceOutput(e, p1, 0, "out-1")
-	stageOK(t, p1.stage(m, 5, 9, txnshare.AckAccept))
+	stageOK(t, p1.stage(m, 5, 9, wire.AckAccept))
 	cfProduceOutput(e, p2, 0, "out-2")
-	stageOK(t, p2.stage(m, 0, 4, txnshare.AckAccept))
+	stageOK(t, p2.stage(m, 0, 4, wire.AckAccept))
 	e.wantOffsetsNow(0, 0, 10)
 
 	if code := cfEnd(p1, true); code != 0 {
@@ -941,11 +941,11 @@ func TestKIP1289_TxPendingRecordsMetric(t *testing.T) {
 	}
 	p1 := cfInitProducer(e, "cf-metric-1", 60000)
 	p2 := cfInitProducer(e, "cf-metric-2", 60000)
-	stageOK(t, p1.stage(m, 0, 3, txnshare.AckAccept))
+	stageOK(t, p1.stage(m, 0, 3, wire.AckAccept))
 	if got := pending(); got != 4 {
 		t.Fatalf("%s after staging 4: %v", cfPending, got)
 	}
-	stageOK(t, p2.stage(m, 4, 9, txnshare.AckReject))
+	stageOK(t, p2.stage(m, 4, 9, wire.AckReject))
 	if got := pending(); got != 10 {
 		t.Fatalf("%s after staging 6 more: %v", cfPending, got)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/exactq/exactq/internal/share"
 	"github.com/exactq/exactq/internal/share/sharegroup"
 	"github.com/exactq/exactq/internal/share/sharestate"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // shareGroupStateTopic holds share partitions' persisted state. Unlike the other internal
@@ -432,18 +432,18 @@ func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *serve
 // server-side AddPartitionsToTxn), stages and makes the staged state durable, then answers.
 // It blocks in request order, like the transaction handlers: the same producer's EndTxn
 // must not overtake it.
-func (b *Broker) handleTxnShareAcknowledge(ctx context.Context, req *server.Request, r *txnshare.Request) server.Reply {
+func (b *Broker) handleTxnShareAcknowledge(ctx context.Context, req *server.Request, r *wire.TxnShareAcknowledgeRequest) server.Reply {
 	defer b.metrics.observeTxnShareAck(time.Now())
 	if !b.shareGroupsEnabled() {
 		// As ShareAcknowledge: top-level UNSUPPORTED_VERSION.
-		resp := r.ResponseKind().(*txnshare.Response)
+		resp := r.ResponseKind().(*wire.TxnShareAcknowledgeResponse)
 		resp.APIKey, resp.Version = r.Key(), req.Version
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		return server.Reply{Resp: resp}
 	}
 	s, err := b.shares()
 	if err != nil {
-		resp := r.ResponseKind().(*txnshare.Response)
+		resp := r.ResponseKind().(*wire.TxnShareAcknowledgeResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return server.Reply{Resp: resp}
 	}

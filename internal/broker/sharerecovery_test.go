@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactq/exactq/internal/share/sharestate"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // After a restart the TX_PENDING gauge counts the staged records of the durable state
@@ -18,7 +18,7 @@ import (
 // partitions loaded since start, so it read 0 until a consumer came back).
 func TestTxPendingMetricRightAfterRestart(t *testing.T) {
 	t.Parallel()
-	e, _, p := stagedInputs(t, 10, "cf-restart-metric", cfRange{0, 0, 3, txnshare.AckAccept}, cfRange{0, 6, 7, txnshare.AckReject})
+	e, _, p := stagedInputs(t, 10, "cf-restart-metric", cfRange{0, 0, 3, wire.AckAccept}, cfRange{0, 6, 7, wire.AckReject})
 
 	e.tb.Restart()
 	if loaded := e.tb.Broker.DescribeShareGroupState(cfGroup); len(loaded) != 0 {
@@ -53,7 +53,7 @@ func TestOrphanedStagingResolvedAfterRestart(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		t.Run(map[bool]string{true: "Commit", false: "Abort"}[commit], func(t *testing.T) {
 			t.Parallel()
-			e, m, p := stagedInputs(t, 6, "cf-orphan", cfRange{0, 0, 2, txnshare.AckAccept}, cfRange{0, 3, 3, txnshare.AckReject})
+			e, m, p := stagedInputs(t, 6, "cf-orphan", cfRange{0, 0, 2, wire.AckAccept}, cfRange{0, 3, 3, wire.AckReject})
 			seg := stateSegment(t, e, m)
 			staged := fileSize(t, seg)
 
@@ -94,7 +94,7 @@ func TestOrphanedStagingResolvedAfterRestart(t *testing.T) {
 // than be resolved by a guess that could lose an input or duplicate an output.
 func TestOrphanedStagingOfAnEarlierTransactionStays(t *testing.T) {
 	t.Parallel()
-	e, m, p := stagedInputs(t, 6, "cf-orphan-later", cfRange{0, 0, 3, txnshare.AckAccept})
+	e, m, p := stagedInputs(t, 6, "cf-orphan-later", cfRange{0, 0, 3, wire.AckAccept})
 	seg := stateSegment(t, e, m)
 	staged := fileSize(t, seg)
 	if code := cfEnd(p, true); code != 0 {

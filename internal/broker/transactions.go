@@ -10,7 +10,7 @@ import (
 	"github.com/exactq/exactq/internal/batch"
 	"github.com/exactq/exactq/internal/producerstate"
 	"github.com/exactq/exactq/internal/txn"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // abortedTxn is one entry of a partition's aborted-transaction index: read_committed
@@ -216,7 +216,7 @@ func (b *Broker) txnShareAckKey() int16 {
 	case k < 0:
 		return -1
 	case k == 0:
-		return txnshare.DefaultAPIKey
+		return wire.TxnShareAcknowledgeDefaultKey
 	default:
 		return k
 	}

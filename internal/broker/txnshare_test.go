@@ -11,7 +11,7 @@ import (
 
 	"github.com/exactq/exactq/internal/broker"
 	"github.com/exactq/exactq/internal/testbroker"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // shareMember is a share-group member driven with raw requests, so a test controls exactly
@@ -108,14 +108,14 @@ func initTxnProducer(t *testing.T, addr string, cl *kgo.Client, id string) *txnP
 }
 
 // stage sends TxnShareAcknowledge for first..last of partition 0 with one ack type.
-func (p *txnProducer) stage(m *shareMember, first, last int64, ackType int8) *txnshare.Response {
+func (p *txnProducer) stage(m *shareMember, first, last int64, ackType int8) *wire.TxnShareAcknowledgeResponse {
 	p.t.Helper()
-	req := &txnshare.Request{TransactionalID: &p.id, GroupID: m.group, ProducerID: p.pid, ProducerEpoch: p.epoch,
-		MemberID: m.id, MemberEpoch: m.epoch, Topics: []txnshare.Topic{{TopicID: m.topicID, Partitions: []txnshare.Partition{
-			{PartitionIndex: 0, AcknowledgementBatches: []txnshare.Batch{{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{ackType}}}},
+	req := &wire.TxnShareAcknowledgeRequest{TransactionalID: &p.id, GroupID: m.group, ProducerID: p.pid, ProducerEpoch: p.epoch,
+		MemberID: m.id, MemberEpoch: m.epoch, Topics: []wire.TxnShareAcknowledgeRequestTopic{{TopicID: m.topicID, Partitions: []wire.TxnShareAcknowledgeRequestTopicPartition{
+			{PartitionIndex: 0, AcknowledgementBatches: []wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{ackType}}}},
 		}}}}
 	// kgo sends only keys it knows, so this exactq-only request goes over a bare connection.
-	return roundTrip(p.t, p.addr, req).(*txnshare.Response)
+	return roundTrip(p.t, p.addr, req).(*wire.TxnShareAcknowledgeResponse)
 }
 
 func (p *txnProducer) end(commit bool) {
@@ -131,7 +131,7 @@ func (p *txnProducer) end(commit bool) {
 	}
 }
 
-func stageOK(t *testing.T, resp *txnshare.Response) {
+func stageOK(t *testing.T, resp *wire.TxnShareAcknowledgeResponse) {
 	t.Helper()
 	if resp.ErrorCode != 0 {
 		t.Fatalf("TxnShareAcknowledge: %v", kerr.ErrorForCode(resp.ErrorCode))
@@ -187,17 +187,17 @@ func TestTxnShareAcknowledgeCommitAndAbort(t *testing.T) {
 	p := initTxnProducer(t, tb.Addr, cl, "share-txn")
 
 	// Abort: offsets 0-4 come back.
-	stageOK(t, p.stage(m, 0, 4, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 4, wire.AckAccept))
 	p.end(false)
 	// Commit: offsets 5-9 are acknowledged for good.
-	stageOK(t, p.stage(m, 5, 9, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 5, 9, wire.AckAccept))
 	p.end(true)
 
 	again := m.fetch()
 	if len(again) != 1 || again[0].FirstOffset != 0 || again[0].LastOffset != 4 || again[0].DeliveryCount != 2 {
 		t.Fatalf("after abort and commit the member acquired %+v, want 0-4 at delivery 2", again)
 	}
-	stageOK(t, p.stage(m, 0, 4, txnshare.AckReject))
+	stageOK(t, p.stage(m, 0, 4, wire.AckReject))
 	p.end(true)
 	waitShareStartOffset(t, cl, "tsg", "in", 10)
 
@@ -252,7 +252,7 @@ func TestTxnShareAcknowledgeRejectsBadStaging(t *testing.T) {
 	m.fetch()
 	p := initTxnProducer(t, tb.Addr, cl, "bad-staging")
 
-	partCode := func(resp *txnshare.Response) int16 {
+	partCode := func(resp *wire.TxnShareAcknowledgeResponse) int16 {
 		if resp.ErrorCode != 0 {
 			return resp.ErrorCode
 		}
@@ -260,17 +260,17 @@ func TestTxnShareAcknowledgeRejectsBadStaging(t *testing.T) {
 	}
 	stale := *m
 	stale.epoch--
-	if code := partCode(p.stage(&stale, 0, 4, txnshare.AckAccept)); code != kerr.FencedMemberEpoch.Code {
+	if code := partCode(p.stage(&stale, 0, 4, wire.AckAccept)); code != kerr.FencedMemberEpoch.Code {
 		t.Errorf("stale member epoch: %v, want FENCED_MEMBER_EPOCH", kerr.ErrorForCode(code))
 	}
 	if code := partCode(p.stage(m, 0, 4, 2 /* RELEASE */)); code != kerr.InvalidRequest.Code {
 		t.Errorf("staging RELEASE: %v, want INVALID_REQUEST", kerr.ErrorForCode(code))
 	}
-	if code := partCode(p.stage(m, 3, 7, txnshare.AckAccept)); code != kerr.InvalidRecordState.Code {
+	if code := partCode(p.stage(m, 3, 7, wire.AckAccept)); code != kerr.InvalidRecordState.Code {
 		t.Errorf("offsets beyond what the member holds: %v, want INVALID_RECORD_STATE", kerr.ErrorForCode(code))
 	}
 	// Nothing was staged: the records are still the member's to stage.
-	stageOK(t, p.stage(m, 0, 4, txnshare.AckAccept))
+	stageOK(t, p.stage(m, 0, 4, wire.AckAccept))
 	p.end(true)
 	waitShareStartOffset(t, cl, "bsg", "in", 5)
 }
@@ -284,7 +284,7 @@ func TestTxnShareAckKeyConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range vs {
-		if _, ok := v.KeyMaxVersion(txnshare.DefaultAPIKey); ok {
+		if _, ok := v.KeyMaxVersion(wire.TxnShareAcknowledgeDefaultKey); ok {
 			t.Fatal("TxnShareAcknowledge advertised while turned off")
 		}
 	}

@@ -3,7 +3,7 @@ package decodecost
 import "github.com/twmb/franz-go/pkg/kmsg"
 
 // Coster is implemented by request types of exactq's own, outside kmsg (bodies a
-// server.APIRange.NewRequest returns, such as txnshare.Request and txnwire's
+// server.APIRange.NewRequest returns, such as wire.TxnShareAcknowledgeRequest and txnwire's
 // InitProducerId v6): DecodeCost is Check for that type's ReadFrom at the version set on
 // it, with the same contract (an upper bound of ReadFrom's allocations, an error where
 // ReadFrom fails, nothing allocated).

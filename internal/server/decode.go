@@ -43,7 +43,7 @@ const maxApiVersionsVersion = 5
 // newAPITable snapshots a handler's API list. ApiVersions is always served: if the handler
 // lists key 18 its range is intersected with what the server implements. It returns the
 // entries it could not serve: empty ranges, keys kmsg cannot decode and handler-defined
-// request types that cannot bound their decoding (not a decodecost.Coster). A MaxVersion
+// request types that decodecost cannot bound (not decodecost.Bounds). A MaxVersion
 // above kmsg's is capped to kmsg's.
 func newAPITable(apis []APIRange) (t *apiTable, dropped []APIRange) {
 	t = &apiTable{
@@ -56,7 +56,7 @@ func newAPITable(apis []APIRange) (t *apiTable, dropped []APIRange) {
 			dropped = append(dropped, r) // kmsg cannot decode it, so we cannot serve it
 			continue
 		}
-		if _, ok := body.(decodecost.Coster); r.NewRequest != nil && !ok {
+		if r.NewRequest != nil && !decodecost.Bounds(body) {
 			dropped = append(dropped, r) // decoding it would allocate unchecked
 			continue
 		}
@@ -118,7 +118,7 @@ func (e *headerError) Unwrap() error { return e.err }
 // counts claim more than it holds is malformed, and admit, when non-nil, is called with the
 // bound of what decoding allocates; an error from admit is returned (wrapped) instead of
 // decoding. Handler-defined request types (APIRange.NewRequest) are checked by their own
-// DecodeCost (decodecost.Coster; newAPITable serves no other).
+// walker (decodecost.Bounds: the wire package's; newAPITable serves no other).
 func decodeRequest(frame []byte, apis *apiTable, admit func(decodedBytes int64) error) (d decoded, err error) {
 	// kmsg does not panic on short input by design; recover anyway, because "never panics
 	// on input" is a broker-wide guarantee and a generated decoder bug must not take the

@@ -155,7 +155,7 @@ func New(cfg Config, h Handler, logger *slog.Logger) *Server {
 	var dropped []APIRange
 	s.apis, dropped = newAPITable(h.APIs())
 	for _, r := range dropped {
-		logger.Warn("server: not serving API range the handler listed (empty, not decodable by kmsg, or a handler-defined type that is not a decodecost.Coster)",
+		logger.Warn("server: not serving API range the handler listed (empty, not decodable by kmsg, or a handler-defined type decodecost does not bound)",
 			"key", r.Key, "name", kmsg.NameForKey(r.Key), "min_version", r.MinVersion, "max_version", r.MaxVersion)
 	}
 	s.apiKeys = advertisedAPIKeys(s.apis)

@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"pgregory.net/rapid"
 
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // TestRandomHistories drives the Manager with random fetches, acknowledgements, session
@@ -168,7 +168,7 @@ func TestRandomHistories(t *testing.T) {
 				}
 				o := rapid.SampledFrom(sortedOffsets(mine)).Draw(rt, "stageOff")
 				typ := rapid.SampledFrom([]int8{tGap, tAccept, tReject}).Draw(rt, "stageType")
-				resp := e.txnAck(txnAck{member: m, pid: 1, epoch: txEpoch, parts: map[int32][]txnshare.Batch{0: {tb(o, o, typ)}}})
+				resp := e.txnAck(txnAck{member: m, pid: 1, epoch: txEpoch, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(o, o, typ)}}})
 				if resp.ErrorCode != 0 || resp.Responses[0].Partitions[0].ErrorCode != 0 {
 					rt.Fatalf("staging offset %d held by %s: %+v", o, m, resp)
 				}

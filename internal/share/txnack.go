@@ -10,7 +10,7 @@ import (
 
 	"github.com/exactq/exactq/internal/share/sharepartition"
 	"github.com/exactq/exactq/internal/share/sharestate"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // TxnShareAcknowledge serves TxnShareAcknowledge v0 (KIP-1289, kip-1289.md 4.2 and 5.1)
@@ -41,8 +41,8 @@ import (
 //     fresh lock, and the partition reports the error (INVALID_PRODUCER_EPOCH when the
 //     transaction already ended, else the persister mapping). A write whose outcome is
 //     unknown drops the partition, which reloads from the store.
-func (m *Manager) TxnShareAcknowledge(ctx context.Context, req *txnshare.Request, register func(ctx context.Context, stateParts []int32) int16) *txnshare.Response {
-	resp := &txnshare.Response{APIKey: req.Key(), Version: req.Version}
+func (m *Manager) TxnShareAcknowledge(ctx context.Context, req *wire.TxnShareAcknowledgeRequest, register func(ctx context.Context, stateParts []int32) int16) *wire.TxnShareAcknowledgeResponse {
+	resp := &wire.TxnShareAcknowledgeResponse{APIKey: req.Key(), Version: req.Version}
 	if req.TransactionalID == nil || req.GroupID == "" || !validMemberID(&req.MemberID) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp
@@ -141,11 +141,11 @@ func (m *Manager) TxnShareAcknowledge(ctx context.Context, req *txnshare.Request
 		}
 		ti, ok := topicIdx[e.topic]
 		if !ok {
-			resp.Responses = append(resp.Responses, txnshare.TopicResponse{TopicID: e.topic})
+			resp.Responses = append(resp.Responses, wire.TxnShareAcknowledgeResponseResponse{TopicID: e.topic})
 			ti = len(resp.Responses) - 1
 			topicIdx[e.topic] = ti
 		}
-		resp.Responses[ti].Partitions = append(resp.Responses[ti].Partitions, txnshare.PartitionResponse{
+		resp.Responses[ti].Partitions = append(resp.Responses[ti].Partitions, wire.TxnShareAcknowledgeResponseResponsePartition{
 			PartitionIndex: e.partition,
 			ErrorCode:      errCode(e.err),
 			ErrorMessage:   errMessage(e.err),
@@ -170,7 +170,7 @@ func validateTxnAckBatches(batches []sharepartition.AckBatch) error {
 	return nil
 }
 
-func txnAckBatches(in []txnshare.Batch) []sharepartition.AckBatch {
+func txnAckBatches(in []wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch) []sharepartition.AckBatch {
 	out := make([]sharepartition.AckBatch, len(in))
 	for i, b := range in {
 		out[i] = sharepartition.AckBatch{FirstOffset: b.FirstOffset, LastOffset: b.LastOffset, Types: ackTypes(b.AcknowledgeTypes)}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/exactq/exactq/internal/share/sharepartition"
 	"github.com/exactq/exactq/internal/share/sharestate"
-	"github.com/exactq/exactq/txnshare"
+	"github.com/exactq/exactq/wire"
 )
 
 // Tests named after kip-1289.md section 9 where the scenario applies to the share side
@@ -49,27 +49,27 @@ type txnAck struct {
 	member   string
 	pid      int64
 	epoch    int16
-	parts    map[int32][]txnshare.Batch
+	parts    map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch
 	topic    [16]byte
 	register func(context.Context, []int32) int16
 }
 
-func tb(first, last int64, types ...int8) txnshare.Batch {
-	return txnshare.Batch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: types}
+func tb(first, last int64, types ...int8) wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch {
+	return wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{FirstOffset: first, LastOffset: last, AcknowledgeTypes: types}
 }
 
-func (e *env) txnAck(a txnAck) *txnshare.Response {
+func (e *env) txnAck(a txnAck) *wire.TxnShareAcknowledgeResponse {
 	e.t.Helper()
 	tid := txnID
-	req := &txnshare.Request{TransactionalID: &tid, GroupID: group, ProducerID: a.pid, ProducerEpoch: a.epoch, MemberID: a.member, MemberEpoch: 1}
+	req := &wire.TxnShareAcknowledgeRequest{TransactionalID: &tid, GroupID: group, ProducerID: a.pid, ProducerEpoch: a.epoch, MemberID: a.member, MemberEpoch: 1}
 	topic := a.topic
 	if topic == ([16]byte{}) {
 		topic = topicA
 	}
-	t := txnshare.Topic{TopicID: topic}
+	t := wire.TxnShareAcknowledgeRequestTopic{TopicID: topic}
 	for p := int32(0); p < 8; p++ {
 		if bs, ok := a.parts[p]; ok {
-			t.Partitions = append(t.Partitions, txnshare.Partition{PartitionIndex: p, AcknowledgementBatches: bs})
+			t.Partitions = append(t.Partitions, wire.TxnShareAcknowledgeRequestTopicPartition{PartitionIndex: p, AcknowledgementBatches: bs})
 		}
 	}
 	req.Topics = append(req.Topics, t)
@@ -92,7 +92,7 @@ func (e *env) stageOK(a txnAck) {
 	}
 }
 
-func partCode(t *testing.T, resp *txnshare.Response, p int32) int16 {
+func partCode(t *testing.T, resp *wire.TxnShareAcknowledgeResponse, p int32) int16 {
 	t.Helper()
 	for _, tr := range resp.Responses {
 		for _, pr := range tr.Partitions {
@@ -179,16 +179,16 @@ func txnSetup(t *testing.T, n int) (*env, *consumer) {
 }
 
 const (
-	tGap    = txnshare.AckGap
-	tAccept = txnshare.AckAccept
-	tReject = txnshare.AckReject
+	tGap    = wire.AckGap
+	tAccept = wire.AckAccept
+	tReject = wire.AckReject
 )
 
 // 1. CommitAccept; 7. CommitReject; gap → ARCHIVED: after the commit nothing is
 // redelivered, the lag is 0 and the store holds the terminal states.
 func TestTxnCommitAcceptRejectGap(t *testing.T) {
 	e, c := txnSetup(t, 6)
-	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]txnshare.Batch{0: {tb(0, 5, tAccept, tAccept, tReject, tReject, tGap, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 5, tAccept, tAccept, tReject, tReject, tGap, tAccept)}}})
 	e.wantStates(rr(0, 5, sharepartition.TxPending, 1))
 	for _, b := range e.stored() {
 		if b.DeliveryState != sharestate.StateTxPending || b.TxnProducerID != 7 {
@@ -223,7 +223,7 @@ func TestTxnCommitAcceptRejectGap(t *testing.T) {
 // 5. AbortAccept: the records are AVAILABLE again and redelivered, with a higher count.
 func TestTxnAbortAcceptRedelivers(t *testing.T) {
 	e, c := txnSetup(t, 3)
-	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]txnshare.Batch{0: {tb(0, 2, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 2, tAccept)}}})
 	e.marker(7, 1, false)
 	e.wantStates(rr(0, 2, sharepartition.Available, 1))
 	if got := c.poll(); !reflect.DeepEqual(got, []acquired{{0, 2, 2}}) {
@@ -243,12 +243,12 @@ func TestTxnAbortAtDeliveryLimitArchives(t *testing.T) {
 	c.poll()
 	e.logs.produce(topicA, 0, 2, 0)
 	c.poll()
-	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 	e.marker(7, 1, false)
 	if got := c.poll(); !reflect.DeepEqual(got, []acquired{{0, 1, 2}}) {
 		t.Fatalf("redelivered %v", got)
 	}
-	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 1, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 1, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 	if b := e.stored(); b[0].TxnAbortState != sharestate.StateArchived {
 		t.Fatalf("store staging %+v", b)
 	}
@@ -271,7 +271,7 @@ func TestTxnAbortAtDeliveryLimitArchives(t *testing.T) {
 // their lock (9. CommitSubsetAccept).
 func TestTxnStagedRecordsNeverDeliveredAndHoldStartOffset(t *testing.T) {
 	e, _ := txnSetup(t, 3)
-	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]txnshare.Batch{0: {tb(0, 0, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 0, tAccept)}}})
 	e.advance(sharepartitionLock) // the other two locks expire; the staged one has none
 	e.wantStates(rr(0, 0, sharepartition.TxPending, 1), rr(1, 2, sharepartition.Available, 1))
 	if got := e.consumer("m2").poll(); !reflect.DeepEqual(got, []acquired{{1, 2, 2}}) {
@@ -297,12 +297,12 @@ func TestTxnReleaseAndRenewAreInvalidRequest(t *testing.T) {
 	e, _ := txnSetup(t, 4)
 	var registered [][]int32
 	reg := func(_ context.Context, ps []int32) int16 { registered = append(registered, ps); return 0 }
-	for _, b := range []txnshare.Batch{tb(0, 0, 2), tb(0, 0, 4), tb(1, 0, tAccept), tb(0, 2, tAccept, tAccept), tb(0, 0, 5)} {
-		resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {b}}, register: reg})
+	for _, b := range []wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{tb(0, 0, 2), tb(0, 0, 4), tb(1, 0, tAccept), tb(0, 2, tAccept, tAccept), tb(0, 0, 5)} {
+		resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {b}}, register: reg})
 		wantCode(t, "top level", resp.ErrorCode, nil)
 		wantCode(t, "partition", partCode(t, resp, 0), kerr.InvalidRequest)
 	}
-	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(2, 3, tAccept), tb(0, 1, tAccept)}}, register: reg})
+	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(2, 3, tAccept), tb(0, 1, tAccept)}}, register: reg})
 	wantCode(t, "descending", partCode(t, resp, 0), kerr.InvalidRequest)
 	if registered != nil {
 		t.Fatalf("registered %v for invalid requests", registered)
@@ -315,13 +315,13 @@ func TestTxnInvalidRequestTopLevel(t *testing.T) {
 	e, _ := txnSetup(t, 1)
 	tid := txnID
 	long := "0123456789012345678901234567890123456789"
-	for _, req := range []*txnshare.Request{
+	for _, req := range []*wire.TxnShareAcknowledgeRequest{
 		{GroupID: group, MemberID: "m1"},
 		{TransactionalID: &tid, GroupID: "", MemberID: "m1"},
 		{TransactionalID: &tid, GroupID: group, MemberID: ""},
 		{TransactionalID: &tid, GroupID: group, MemberID: long},
 	} {
-		req.Topics = []txnshare.Topic{{TopicID: topicA, Partitions: []txnshare.Partition{{AcknowledgementBatches: []txnshare.Batch{tb(0, 0, tAccept)}}}}}
+		req.Topics = []wire.TxnShareAcknowledgeRequestTopic{{TopicID: topicA, Partitions: []wire.TxnShareAcknowledgeRequestTopicPartition{{AcknowledgementBatches: []wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{tb(0, 0, tAccept)}}}}}
 		resp := e.m.TxnShareAcknowledge(context.Background(), req, nil)
 		wantCode(t, "top level", resp.ErrorCode, kerr.InvalidRequest)
 	}
@@ -338,7 +338,7 @@ func TestTxnMemberCheck(t *testing.T) {
 		return kerr.FencedMemberEpoch
 	}
 	reg := func(context.Context, []int32) int16 { t.Fatal("registered for a fenced member"); return 0 }
-	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 0, tAccept)}}, register: reg})
+	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 0, tAccept)}}, register: reg})
 	wantCode(t, "top level", resp.ErrorCode, kerr.FencedMemberEpoch)
 	e.wantStates(rr(0, 0, sharepartition.Acquired, 1))
 }
@@ -357,17 +357,17 @@ func TestTxnNotAcquiredIsInvalidRecordStateForThatPartitionOnly(t *testing.T) {
 	e.logs.produce(topicA, 1, 2, 0)
 	c1.poll(0) // m1 holds topicA-0
 	c2.poll(1) // m2 holds topicA-1
-	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}, 1: {tb(0, 1, tAccept)}}})
+	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}, 1: {tb(0, 1, tAccept)}}})
 	wantCode(t, "top level", resp.ErrorCode, nil)
 	wantCode(t, "own partition", partCode(t, resp, 0), nil)
 	wantCode(t, "other member's partition", partCode(t, resp, 1), kerr.InvalidRecordState)
 	e.wantStates(rr(0, 1, sharepartition.TxPending, 1))
 	// Beyond what was ever acquired.
-	resp = e.txnAck(txnAck{member: "m2", pid: 8, parts: map[int32][]txnshare.Batch{1: {tb(0, 5, tAccept)}}})
+	resp = e.txnAck(txnAck{member: "m2", pid: 8, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{1: {tb(0, 5, tAccept)}}})
 	wantCode(t, "past the window", partCode(t, resp, 1), kerr.InvalidRecordState)
 	// Lock expired before staging.
 	e.advance(sharepartitionLock)
-	resp = e.txnAck(txnAck{member: "m2", pid: 8, parts: map[int32][]txnshare.Batch{1: {tb(0, 1, tAccept)}}})
+	resp = e.txnAck(txnAck{member: "m2", pid: 8, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{1: {tb(0, 1, tAccept)}}})
 	wantCode(t, "expired lock", partCode(t, resp, 1), kerr.InvalidRecordState)
 	e.wantStats(TxnStats{Staged: 2, Pending: 2})
 }
@@ -375,9 +375,9 @@ func TestTxnNotAcquiredIsInvalidRecordStateForThatPartitionOnly(t *testing.T) {
 // Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION for that partition.
 func TestTxnUnknownTopicOrPartition(t *testing.T) {
 	e, _ := txnSetup(t, 1)
-	resp := e.txnAck(txnAck{member: "m1", pid: 7, topic: [16]byte{0xee}, parts: map[int32][]txnshare.Batch{0: {tb(0, 0, tAccept)}}})
+	resp := e.txnAck(txnAck{member: "m1", pid: 7, topic: [16]byte{0xee}, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 0, tAccept)}}})
 	wantCode(t, "unknown topic", partCode(t, resp, 0), kerr.UnknownTopicOrPartition)
-	resp = e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{5: {tb(0, 0, tAccept)}}})
+	resp = e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{5: {tb(0, 0, tAccept)}}})
 	wantCode(t, "unknown partition", partCode(t, resp, 5), kerr.UnknownTopicOrPartition)
 }
 
@@ -394,7 +394,7 @@ func TestTxnRegistersStatePartitionsBeforeStaging(t *testing.T) {
 		}
 		return kerr.ConcurrentTransactions.Code
 	}
-	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}, 1: {tb(0, 0, tAccept)}}, register: reg})
+	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}, 1: {tb(0, 0, tAccept)}}, register: reg})
 	wantCode(t, "top level", resp.ErrorCode, kerr.ConcurrentTransactions)
 	if !reflect.DeepEqual(calls, [][]int32{{0}}) {
 		t.Fatalf("register calls %v", calls)
@@ -412,12 +412,12 @@ func TestTxnWriteFailureUnstages(t *testing.T) {
 	e, c := txnSetup(t, 2)
 	// The transaction already ended (its marker fenced epoch 0): the store refuses.
 	e.marker(7, 1, false)
-	resp := e.txnAck(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+	resp := e.txnAck(txnAck{member: "m1", pid: 7, epoch: 0, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 	wantCode(t, "partition", partCode(t, resp, 0), kerr.InvalidProducerEpoch)
 	e.wantStates(rr(0, 1, sharepartition.Acquired, 1))
 	e.wantStats(TxnStats{})
 	// Still the member's: a new transaction stages them.
-	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 1, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 1, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 	e.marker(7, 2, true)
 	e.wantStates()
 	if got := c.poll(); got != nil {
@@ -430,7 +430,7 @@ func TestTxnWriteFailureUnstages(t *testing.T) {
 func TestTxnWriteOutcomeUnknownReloads(t *testing.T) {
 	e, _ := txnSetup(t, 2)
 	e.mem.FailAppend = errors.New("disk on fire")
-	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+	resp := e.txnAck(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 	if partCode(t, resp, 0) == 0 {
 		t.Fatal("a staging whose write failed was answered NONE")
 	}
@@ -443,8 +443,8 @@ func TestTxnWriteOutcomeUnknownReloads(t *testing.T) {
 // TV2 marker (bumped epoch) resolves, and so does one at the staging epoch.
 func TestTxnMarkerForOtherProducerOrLowerEpochResolvesNothing(t *testing.T) {
 	e, _ := txnSetup(t, 4)
-	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 3, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
-	e.stageOK(txnAck{member: "m1", pid: 9, epoch: 3, parts: map[int32][]txnshare.Batch{0: {tb(2, 3, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, epoch: 3, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 9, epoch: 3, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(2, 3, tAccept)}}})
 	e.marker(8, 4, true)
 	e.marker(7, 2, true)
 	e.wantStates(rr(0, 3, sharepartition.TxPending, 1))
@@ -459,8 +459,8 @@ func TestTxnMarkerForOtherProducerOrLowerEpochResolvesNothing(t *testing.T) {
 // 43. Two transactions stage disjoint offsets of one partition; one commits, one aborts.
 func TestTxnTwoTransactionsOneCommitsOneAborts(t *testing.T) {
 	e, c := txnSetup(t, 4)
-	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
-	e.stageOK(txnAck{member: "m1", pid: 8, parts: map[int32][]txnshare.Batch{0: {tb(2, 3, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 8, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(2, 3, tAccept)}}})
 	e.marker(8, 1, true)
 	e.marker(7, 1, false)
 	e.wantStates(rr(0, 1, sharepartition.Available, 1), rr(2, 3, sharepartition.Acknowledged, 1))
@@ -476,7 +476,7 @@ func TestTxnRestartBetweenStagingAndMarker(t *testing.T) {
 	for _, loadFirst := range []bool{true, false} {
 		for _, commit := range []bool{true, false} {
 			e, _ := txnSetup(t, 3)
-			e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+			e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 			e.restart()
 			c := e.consumer("m2")
 			if loadFirst {
@@ -513,7 +513,7 @@ func TestTxnRestartBetweenStagingAndMarker(t *testing.T) {
 // contract), and the share partition loads resolved.
 func TestTxnMarkerAppendedThenCrashReplays(t *testing.T) {
 	e, _ := txnSetup(t, 2)
-	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 	crash := errors.New("crashed after the append")
 	err := e.m.ApplyMarker(context.Background(), 0, 7, 1, true, func(context.Context) error {
 		e.mem.AppendMarker(7, 1, true, 0)
@@ -538,7 +538,7 @@ func TestTxnMarkerAppendedThenCrashReplays(t *testing.T) {
 // ends with the acknowledgement, and a restart shows the same as memory.
 func TestTxnLaterUpdateKeepsResolution(t *testing.T) {
 	e, c := txnSetup(t, 4)
-	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 1, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 1, tAccept)}}})
 	e.marker(7, 1, false)
 	// An ordinary acknowledgement on other offsets after the marker.
 	ar := e.ack(ackReq{member: "m1", epoch: c.epoch, acks: acks{0: {ackBatch(3, 3, typeReject)}}})
@@ -561,7 +561,7 @@ func TestTxnLaterUpdateKeepsResolution(t *testing.T) {
 // Long polls wake when an abort makes staged records acquirable.
 func TestTxnAbortWakesLongPoll(t *testing.T) {
 	e, _ := txnSetup(t, 1)
-	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]txnshare.Batch{0: {tb(0, 0, tAccept)}}})
+	e.stageOK(txnAck{member: "m1", pid: 7, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(0, 0, tAccept)}}})
 	resp, wait := e.m.ShareFetch(context.Background(), 0, 2, fetchReq{member: "m2", epoch: 0, parts: []int32{0}, maxWaitMs: 5000}.build())
 	if resp != nil || wait == nil {
 		t.Fatal("expected a long poll")

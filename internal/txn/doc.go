@@ -49,7 +49,7 @@
 //     sending the transaction's markers and leaves it in Prepare* until a reload.
 //   - A transactional id longer than 32767 bytes (the int16 string length of the
 //     TransactionLogKey) is INVALID_REQUEST; Kafka fails to serialise it.
-//   - Two-phase commit (KIP-939, InitProducerId v6, served with package txnwire since
+//   - Two-phase commit (KIP-939, InitProducerId v6, served with package wire since
 //     kmsg v1.15.1 stops at v5): Enable2Pc is Kafka's (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 //     without transaction.two.phase.commit.enable; timeout MaxInt32, never timed out).
 //     KeepPreparedTxn, which Kafka 4.4 answers UNSUPPORTED_VERSION, follows the KIP: an

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/coordlog"
-	"github.com/exactq/exactq/internal/txn/txnwire"
+	"github.com/exactq/exactq/wire"
 )
 
 // markerCall is one WriteMarkers call as the fake broker saw it, per partition.
@@ -203,7 +203,7 @@ func (e *env) initV(version int16, id string, timeoutMs int32, pid int64, epoch 
 // init6 is InitProducerId v6 (KIP-939). It returns the new pair, the ongoing pair and the
 // code.
 func (e *env) init6(id string, timeoutMs int32, enable2PC, keep bool, pid int64, epoch int16) (handle, handle, int16) {
-	req := txnwire.NewInitProducerIDRequest()
+	req := wire.NewPtrInitProducerIDRequest()
 	req.Version = 6
 	req.TransactionalID = &id
 	req.TransactionTimeoutMillis = timeoutMs

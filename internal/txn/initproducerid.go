@@ -5,29 +5,34 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/internal/txn/txnwire"
+	"github.com/exactq/exactq/wire"
 )
 
 // InitProducerID serves InitProducerId v0-5 for a transactional id (req.TransactionalID
 // must be set; the broker answers the idempotent-only form itself). It blocks until the
 // new epoch is durable.
 func (c *Coordinator) InitProducerID(ctx context.Context, version int16, req *kmsg.InitProducerIDRequest) *kmsg.InitProducerIDResponse {
-	w := &txnwire.InitProducerIDRequest{InitProducerIDRequest: *req}
+	w := wire.NewPtrInitProducerIDRequest()
 	w.Version = version
-	resp := c.InitProducerIDV6(ctx, w).InitProducerIDResponse
-	return &resp
+	w.TransactionalID, w.TransactionTimeoutMillis = req.TransactionalID, req.TransactionTimeoutMillis
+	w.ProducerID, w.ProducerEpoch = req.ProducerID, req.ProducerEpoch
+	r := c.InitProducerIDV6(ctx, w)
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.Version, resp.ThrottleMillis, resp.ErrorCode = r.Version, r.ThrottleMillis, r.ErrorCode
+	resp.ProducerID, resp.ProducerEpoch = r.ProducerID, r.ProducerEpoch
+	return resp
 }
 
 // InitProducerIDV6 serves InitProducerId up to v6, whose KIP-939 fields ask for two-phase
 // commit (Enable2Pc) and for keeping an ongoing transaction (KeepPreparedTxn); see
 // core.initProducerID. The response's OngoingTxnProducerId/Epoch name the kept
 // transaction, -1 when none was kept.
-func (c *Coordinator) InitProducerIDV6(ctx context.Context, req *txnwire.InitProducerIDRequest) *txnwire.InitProducerIDResponse {
+func (c *Coordinator) InitProducerIDV6(ctx context.Context, req *wire.InitProducerIDRequest) *wire.InitProducerIDResponse {
 	version := req.Version
-	resp := txnwire.NewInitProducerIDResponse()
+	resp := wire.NewPtrInitProducerIDResponse()
 	resp.Version = version
 	resp.ProducerID, resp.ProducerEpoch = noProducerID, noProducerEpoch
-	answer := func(code int16) *txnwire.InitProducerIDResponse {
+	answer := func(code int16) *wire.InitProducerIDResponse {
 		// Clients before v4 do not know PRODUCER_FENCED (KafkaApis).
 		resp.ErrorCode = fencedForVersion(code, version, 4)
 		return resp

@@ -14,7 +14,7 @@ import (
 // coordinator sends requests to the transaction coordinator of one transactional id (or
 // to the group coordinator of one group) over the kgo client's connections. kgo routes the transaction requests it knows
 // ((*kgo.Client).Request on a *kmsg.EndTxnRequest, ...) by their concrete kmsg type, so it
-// cannot carry InitProducerId v6 (a txnwire type) nor a request whose version must be
+// cannot carry InitProducerId v6 (a wire package type) nor a request whose version must be
 // capped (EndTxn below v5 for transactions v1): the coordinator is found with a
 // FindCoordinator through (*kgo.Client).Request and the request goes to that broker with
 // (*kgo.Broker).RetriableRequest, which retries the connection; the coordinator errors are

@@ -24,7 +24,7 @@
 // (kgoext.SendShareAcks). What is ours is the transaction: kgo routes transaction
 // requests by their concrete kmsg type, so InitProducerId v6 and version-capped requests
 // go to the coordinator through (*kgo.Broker).RetriableRequest, with the coordinator
-// errors retried here; InitProducerId v6 is encoded by internal/txn/txnwire. The client
+// errors retried here; InitProducerId v6 is encoded by package wire. The client
 // must allow InitProducerId v6 and TxnShareAcknowledge: kgo.MaxVersions(twopc.Versions()).
 //
 // # Flow

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/exactq/exactq/internal/txn/txnwire"
+	"github.com/exactq/exactq/wire"
 )
 
 // Transaction protocol versions around "transactions v2" (KIP-890): Produce v12 and
@@ -189,7 +189,7 @@ func (p *Producer) RecoverPreparedTransaction(ctx context.Context) (st PreparedT
 // bump passes the current id and epoch, so the coordinator bumps this producer's epoch
 // (KIP-360) instead of treating it as a new instance.
 func (p *Producer) initID(ctx context.Context, keep, bump bool) (producerID, error) {
-	req := txnwire.NewInitProducerIDRequest()
+	req := wire.NewPtrInitProducerIDRequest()
 	req.TransactionalID = kmsg.StringPtr(p.txnID)
 	req.TransactionTimeoutMillis = unusedTimeoutMillis
 	req.Enable2Pc, req.KeepPreparedTxn = true, keep
@@ -209,7 +209,7 @@ func (p *Producer) initID(ctx context.Context, keep, bump bool) (producerID, err
 		}
 		served = v
 		return nil
-	}, func(r kmsg.Response) int16 { return r.(*txnwire.InitProducerIDResponse).ErrorCode })
+	}, func(r kmsg.Response) int16 { return r.(*wire.InitProducerIDResponse).ErrorCode })
 	if err != nil {
 		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 			err = fmt.Errorf("twopc: InitProducerId %q with two-phase commit (is transaction.two.phase.commit.enable set on the broker?): %w", p.txnID, err)
@@ -222,7 +222,7 @@ func (p *Producer) initID(ctx context.Context, keep, bump bool) (producerID, err
 		}
 		return noProducerID, err
 	}
-	r := resp.(*txnwire.InitProducerIDResponse)
+	r := resp.(*wire.InitProducerIDResponse)
 	p.setID(producerID{id: r.ProducerID, epoch: r.ProducerEpoch})
 	// Transactions v2 needs the versions that say so from the broker and from the kgo
 	// client, whose kgo.MaxVersions caps every version it sends.
