@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactq/exactq/internal/decodecost"
+	"github.com/exactq/exactq/wire"
 )
 
 // kafka44Table serves every key and version of Kafka44.
@@ -145,9 +145,9 @@ func TestNewAPITable(t *testing.T) {
 		{Key: 18, MinVersion: 0, MaxVersion: 3}, // caps ApiVersions
 		{Key: 1, MinVersion: 5, MaxVersion: 4},  // empty
 		{Key: 9999, MinVersion: 0, MaxVersion: 0},
-		// Handler-defined types are served only if they bound their decoding.
+		// Handler-defined types are served only if decodecost bounds their decoding (wire types).
 		{Key: 12, MinVersion: 0, MaxVersion: 4, NewRequest: func() kmsg.Request { return uncostedRequest{kmsg.NewPtrHeartbeatRequest()} }},
-		{Key: 0, MinVersion: 3, MaxVersion: 13, NewRequest: func() kmsg.Request { return costedRequest{kmsg.NewPtrProduceRequest()} }},
+		{Key: 95, MinVersion: 0, MaxVersion: 0, NewRequest: func() kmsg.Request { return wire.NewPtrTxnShareAcknowledgeRequest() }},
 	})
 	if got := table.ranges[3]; got.MaxVersion != 13 {
 		t.Fatalf("metadata range %+v", got)
@@ -155,7 +155,7 @@ func TestNewAPITable(t *testing.T) {
 	if got := table.apiVersions; got.MinVersion != 0 || got.MaxVersion != 3 || table.ranges[18].MaxVersion != got.MaxVersion || table.ranges[18].MinVersion != got.MinVersion {
 		t.Fatalf("api versions range %+v", got)
 	}
-	if len(dropped) != 3 || len(table.ranges) != 3 || table.ranges[0].NewRequest == nil {
+	if len(dropped) != 3 || len(table.ranges) != 3 || table.ranges[95].NewRequest == nil {
 		t.Fatalf("dropped %+v, served %+v", dropped, table.ranges)
 	}
 	// Without a key 18 entry the server still serves ApiVersions 0-5.
@@ -183,12 +183,5 @@ func TestDecodeCostKnowsEveryServedVersion(t *testing.T) {
 	}
 }
 
-// uncostedRequest is a handler-defined request type without DecodeCost.
+// uncostedRequest is a handler-defined request type decodecost has no walker for.
 type uncostedRequest struct{ *kmsg.HeartbeatRequest }
-
-// costedRequest is a handler-defined request type with DecodeCost.
-type costedRequest struct{ *kmsg.ProduceRequest }
-
-func (r costedRequest) DecodeCost(body []byte) (int64, error) {
-	return decodecost.Check(r.Key(), r.GetVersion(), body)
-}

@@ -1,5 +1,5 @@
 // Package costtest measures what a decoder really allocates, for the tests that hold a
-// decodecost bound (Check, or a Coster's DecodeCost) against it.
+// decodecost bound (Check or CheckRequest) against it.
 package costtest
 
 import (
