@@ -25,11 +25,21 @@ var mavenNetworkTrouble = regexp.MustCompile(`(?i)could not (be )?(transfer|reso
 // "FAIL:" line on any mismatch.
 // The build is buildJava's.
 func TestJavaClient(t *testing.T) {
-	java, cp, dir := buildJava(t)
+	buildJava(t) // skips without Java, before a broker starts
 	tb := testbroker.Start(t)
+	runJava(t, 5*time.Minute, "512m", "Main", "OK: all Java client checks passed", tb.Addr)
+}
+
+// runJava runs the program exactq.compat.<class> of buildJava's build with a heap of heap
+// for at most limit, logs its output, and fails the test with the program's "FAIL:" line
+// when it exits non-zero, or when it exits without printing its line ok. It returns the
+// output.
+func runJava(t *testing.T, limit time.Duration, heap, class, ok string, args ...string) string {
+	t.Helper()
+	java, cp, dir := buildJava(t)
 	start := time.Now()
-	out, err := runBounded(5*time.Minute, dir, java, "-XX:+UseSerialGC", "-Xmx512m", "-cp", cp, "exactq.compat.Main", tb.Addr)
-	t.Logf("java Main (%v):\n%s", time.Since(start).Round(time.Millisecond), tail(out))
+	out, err := runBounded(limit, dir, java, append([]string{"-XX:+UseSerialGC", "-Xmx" + heap, "-cp", cp, "exactq.compat." + class}, args...)...)
+	t.Logf("java %s (%v):\n%s", class, time.Since(start).Round(time.Millisecond), tail(out))
 	if err != nil {
 		fail := "(no FAIL line)"
 		for _, l := range strings.Split(out, "\n") {
@@ -38,11 +48,12 @@ func TestJavaClient(t *testing.T) {
 				break
 			}
 		}
-		t.Fatalf("Java client against exactq: %v: %s", err, fail)
+		t.Fatalf("java %s against exactq: %v: %s", class, err, fail)
 	}
-	if !strings.Contains(out, "OK: all Java client checks passed") {
-		t.Fatalf("java Main exited 0 without its OK line")
+	if !strings.Contains(out, ok) {
+		t.Fatalf("java %s exited 0 without its line %q", class, ok)
 	}
+	return out
 }
 
 // runBounded runs a command in dir with a time limit and returns its combined output.

@@ -1,5 +1,7 @@
 package exactq.compat;
 
+import static exactq.compat.Checks.check;
+
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -44,39 +46,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class EosPipeline {
     static final long DEADLINE_MS = 180_000;
 
-    static final class Mismatch extends RuntimeException {
-        Mismatch(String msg) {
-            super(msg);
-        }
-    }
-
-    static void check(boolean ok, String fmt, Object... args) {
-        if (!ok) {
-            throw new Mismatch(String.format(fmt, args));
-        }
-    }
-
     static String str(byte[] b) {
         return b == null ? null : new String(b, StandardCharsets.UTF_8);
     }
 
     public static void main(String[] args) {
-        if (args.length != 7) {
-            System.err.println("usage: EosPipeline <bootstrap> <in> <out> <group> <transactional.id> <inputs> <abortAt>");
-            System.exit(2);
-        }
-        try {
-            run(args[0], args[1], args[2], args[3], args[4], Integer.parseInt(args[5]), Integer.parseInt(args[6]));
-            System.out.println("OK: Java EOS pipeline");
-            System.exit(0);
-        } catch (Mismatch m) {
-            System.err.println("FAIL: " + m.getMessage());
-            System.exit(1);
-        } catch (Throwable t) {
-            System.err.println("FAIL: unexpected " + t);
-            t.printStackTrace(System.err);
-            System.exit(1);
-        }
+        Checks.main(args, 7, "EosPipeline <bootstrap> <in> <out> <group> <transactional.id> <inputs> <abortAt>", "OK: Java EOS pipeline",
+                () -> run(args[0], args[1], args[2], args[3], args[4], Integer.parseInt(args[5]), Integer.parseInt(args[6])));
     }
 
     static Properties consumerProps(String bootstrap, String group) {

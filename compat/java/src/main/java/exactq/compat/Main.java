@@ -1,5 +1,8 @@
 package exactq.compat;
 
+import static exactq.compat.Checks.check;
+
+import exactq.compat.Checks.Mismatch;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -58,40 +61,13 @@ public final class Main {
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
     static final long TIMEOUT_S = 60;
 
-    /** A check that did not hold: what was expected and what happened. */
-    static final class Mismatch extends RuntimeException {
-        Mismatch(String msg) {
-            super(msg);
-        }
-    }
-
-    static void check(boolean ok, String fmt, Object... args) {
-        if (!ok) {
-            throw new Mismatch(String.format(fmt, args));
-        }
-    }
-
     public static void main(String[] args) {
-        if (args.length != 1) {
-            System.err.println("usage: Main <bootstrap host:port>");
-            System.exit(2);
-        }
-        String bootstrap = args[0];
-        try {
-            adminChecks(bootstrap);
+        Checks.main(args, 1, "Main <bootstrap host:port>", "OK: all Java client checks passed", () -> {
+            adminChecks(args[0]);
             for (String codec : CODECS) {
-                roundTrip(bootstrap, codec);
+                roundTrip(args[0], codec);
             }
-            System.out.println("OK: all Java client checks passed");
-            System.exit(0);
-        } catch (Mismatch m) {
-            System.err.println("FAIL: " + m.getMessage());
-            System.exit(1);
-        } catch (Throwable t) {
-            System.err.println("FAIL: unexpected " + t);
-            t.printStackTrace(System.err);
-            System.exit(1);
-        }
+        });
     }
 
     static Properties base(String bootstrap) {

@@ -1,5 +1,8 @@
 package exactq.compat;
 
+import static exactq.compat.Checks.check;
+
+import exactq.compat.Checks.Mismatch;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -75,42 +78,17 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class ShareInterop {
     static final long STEP_MS = 20_000; // deadline of each wait for a condition
 
-    static final class Mismatch extends RuntimeException {
-        Mismatch(String msg) {
-            super(msg);
-        }
-    }
-
-    static void check(boolean ok, String fmt, Object... args) {
-        if (!ok) {
-            throw new Mismatch(String.format(fmt, args));
-        }
-    }
-
     static String bootstrap;
     static int lockMs;
     static Admin admin;
     static KafkaProducer<String, String> producer;
 
     public static void main(String[] args) {
-        if (args.length != 2) {
-            System.err.println("usage: ShareInterop <bootstrap> <lockMs>");
-            System.exit(2);
-        }
-        bootstrap = args[0];
-        lockMs = Integer.parseInt(args[1]);
-        try {
+        Checks.main(args, 2, "ShareInterop <bootstrap> <lockMs>", "OK: Java share-group checks passed", () -> {
+            bootstrap = args[0];
+            lockMs = Integer.parseInt(args[1]);
             run();
-            System.out.println("OK: Java share-group checks passed");
-            System.exit(0);
-        } catch (Mismatch m) {
-            System.err.println("FAIL: " + m.getMessage());
-            System.exit(1);
-        } catch (Throwable t) {
-            System.err.println("FAIL: unexpected " + t);
-            t.printStackTrace(System.err);
-            System.exit(1);
-        }
+        });
     }
 
     static void run() throws Exception {

@@ -1,5 +1,8 @@
 package exactq.compat;
 
+import static exactq.compat.Checks.check;
+
+import exactq.compat.Checks.Mismatch;
 import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -66,35 +69,9 @@ import org.apache.kafka.common.utils.internals.ProducerIdAndEpoch;
 public final class TwoPhaseCommit {
     static final int N = 5;
 
-    static final class Mismatch extends RuntimeException {
-        Mismatch(String msg) {
-            super(msg);
-        }
-    }
-
-    static void check(boolean ok, String fmt, Object... args) {
-        if (!ok) {
-            throw new Mismatch(String.format(fmt, args));
-        }
-    }
-
     public static void main(String[] args) {
-        if (args.length != 3) {
-            System.err.println("usage: TwoPhaseCommit <bootstrap> <topic> <transactional.id prefix>");
-            System.exit(2);
-        }
-        try {
-            run(args[0], args[1], args[2]);
-            System.out.println("OK: Java 2PC");
-            System.exit(0);
-        } catch (Mismatch m) {
-            System.err.println("FAIL: " + m.getMessage());
-            System.exit(1);
-        } catch (Throwable t) {
-            System.err.println("FAIL: unexpected " + t);
-            t.printStackTrace(System.err);
-            System.exit(1);
-        }
+        Checks.main(args, 3, "TwoPhaseCommit <bootstrap> <topic> <transactional.id prefix>", "OK: Java 2PC",
+                () -> run(args[0], args[1], args[2]));
     }
 
     /** Lets the client send InitProducerId v6 (see the class comment). */
