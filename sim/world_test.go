@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/coordlog"
+	"github.com/exactq/exactq/internal/share"
 	"github.com/exactq/exactq/internal/share/sharepartition"
 	"github.com/exactq/exactq/internal/share/sharestate"
 	"github.com/exactq/exactq/internal/txn"
@@ -247,7 +248,7 @@ func (w *world) startPartitions() {
 		if err != nil {
 			panic(err)
 		}
-		sp, err := sharepartition.Restore(spConfig(), fromStoreState(st))
+		sp, err := sharepartition.Restore(spConfig(), share.FromStoreState(st))
 		if err != nil {
 			w.violate("restore %s: %v", w.key(p), err)
 			sp, _ = sharepartition.New(spConfig(), 0, 0)
@@ -304,7 +305,7 @@ func (w *world) writeUpdate(p int, u sharepartition.Update) error {
 	if u.Empty() {
 		return nil
 	}
-	return w.store.Write(context.Background(), w.key(p), u.StateEpoch, 0, u.StartOffset, u.DeliveryCompleteCount, toStoreBatches(u.Batches))
+	return w.store.Write(context.Background(), w.key(p), u.StateEpoch, 0, u.StartOffset, u.DeliveryCompleteCount, share.ToStoreBatches(u.Batches))
 }
 
 func (w *world) mustWrite(p int, u sharepartition.Update, what string) {
@@ -458,46 +459,6 @@ func (w *world) dataMarker(pid int64, epoch int16, commit bool, t *simTxn) {
 			}
 		}
 	}
-}
-
-// ---- Conversions, as share.Manager does them (toStoreBatches, fromStoreState). ----
-
-func toStoreBatches(in []sharepartition.StateBatch) []sharestate.StateBatch {
-	out := make([]sharestate.StateBatch, len(in))
-	for i, b := range in {
-		sb := sharestate.StateBatch{FirstOffset: b.FirstOffset, LastOffset: b.LastOffset,
-			DeliveryState: int8(b.DeliveryState), DeliveryCount: b.DeliveryCount}
-		if b.DeliveryState == sharepartition.TxPending {
-			sb.TxnProducerID, sb.TxnProducerEpoch, sb.TxnAckType = b.StagedProducerID, b.StagedProducerEpoch, int8(b.StagedAckType)
-			if b.StagedDeliveryState >= 0 {
-				sb.TxnCommitState = int8(b.StagedDeliveryState)
-			}
-			sb.TxnAbortState = sharestate.StateAvailable
-			if b.StagedAbortState == sharepartition.Archived {
-				sb.TxnAbortState = sharestate.StateArchived
-			}
-		}
-		out[i] = sb
-	}
-	return out
-}
-
-func fromStoreState(st sharestate.State) sharepartition.Snapshot {
-	snap := sharepartition.Snapshot{StartOffset: st.StartOffset, StateEpoch: st.StateEpoch,
-		DeliveryCompleteCount: st.DeliveryCompleteCount, Batches: make([]sharepartition.StateBatch, len(st.Batches))}
-	for i, b := range st.Batches {
-		sb := sharepartition.StateBatch{FirstOffset: b.FirstOffset, LastOffset: b.LastOffset,
-			DeliveryState: sharepartition.State(b.DeliveryState), DeliveryCount: b.DeliveryCount,
-			StagedProducerID: -1, StagedProducerEpoch: -1, StagedAckType: -1, StagedDeliveryState: -1, StagedAbortState: -1}
-		if b.DeliveryState == sharestate.StateTxPending {
-			sb.StagedProducerID, sb.StagedProducerEpoch = b.TxnProducerID, b.TxnProducerEpoch
-			sb.StagedAckType = sharepartition.AckType(b.TxnAckType)
-			sb.StagedDeliveryState = sharepartition.State(b.TxnCommitState)
-			sb.StagedAbortState = sharepartition.State(b.TxnAbortState)
-		}
-		snap.Batches[i] = sb
-	}
-	return snap
 }
 
 // view is one record's state, per offset.

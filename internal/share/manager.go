@@ -358,7 +358,7 @@ func (m *Manager) load(p *partition) error {
 		p.sp = sp
 		return nil
 	}
-	sp, err := sharepartition.Restore(pc, fromStoreState(st))
+	sp, err := sharepartition.Restore(pc, FromStoreState(st))
 	if err != nil {
 		m.cfg.Logger.Error("share partition restore failed", "key", k.String(), "err", err)
 		return kerr.UnknownServerError
@@ -500,7 +500,7 @@ func (p *partition) persistOr(u sharepartition.Update, onFail func(err error) (e
 		// Not the request's context: a client hanging up must not leave the outcome of a
 		// write unknown.
 		err := p.m.store.Write(context.Background(), p.key, u.StateEpoch, leaderEpoch, u.StartOffset,
-			u.DeliveryCompleteCount, toStoreBatches(u.Batches))
+			u.DeliveryCompleteCount, ToStoreBatches(u.Batches))
 		if err == nil {
 			return
 		}
@@ -570,11 +570,12 @@ func (p *partition) removeWaiter(ch chan struct{}) {
 	p.mu.Unlock()
 }
 
-// toStoreBatches converts a SharePartition Update's ranges to the store's shape. A
+// ToStoreBatches converts a SharePartition Update's ranges to the store's shape. A
 // TX_PENDING range's commit and abort states are the ones decided at staging
 // (sharepartition.StateBatch.StagedDeliveryState and StagedAbortState, decision D5), so
-// the store resolves a marker exactly as the live partition does.
-func toStoreBatches(in []sharepartition.StateBatch) []sharestate.StateBatch {
+// the store resolves a marker exactly as the live partition does. It is exported for the
+// simulation (sim), which wires a share partition to a store as the Manager does.
+func ToStoreBatches(in []sharepartition.StateBatch) []sharestate.StateBatch {
 	out := make([]sharestate.StateBatch, len(in))
 	for i, b := range in {
 		sb := sharestate.StateBatch{
@@ -600,8 +601,9 @@ func toStoreBatches(in []sharepartition.StateBatch) []sharestate.StateBatch {
 	return out
 }
 
-// fromStoreState converts the store's state to a SharePartition snapshot.
-func fromStoreState(st sharestate.State) sharepartition.Snapshot {
+// FromStoreState converts the store's state to a SharePartition snapshot (the inverse of
+// ToStoreBatches; exported for the simulation too).
+func FromStoreState(st sharestate.State) sharepartition.Snapshot {
 	snap := sharepartition.Snapshot{
 		StartOffset:           st.StartOffset,
 		StateEpoch:            st.StateEpoch,

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 
@@ -517,18 +518,8 @@ func (c *core) expired(nowMs, expirationMs int64) []*transit {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *transit) int { return cmpString(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *transit) int { return cmp.Compare(a.id, b.id) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // completed applies a durable transit. A durable Dead transition removes the id.

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"cmp"
 	"context"
 	"regexp"
 	"slices"
@@ -111,7 +112,7 @@ func (c *Coordinator) ListTransactions(_ context.Context, version int16, req *km
 	}
 	c.mu.Unlock()
 	slices.SortFunc(resp.TransactionStates, func(a, b kmsg.ListTransactionsResponseTransactionState) int {
-		return cmpString(a.TransactionalID, b.TransactionalID)
+		return cmp.Compare(a.TransactionalID, b.TransactionalID)
 	})
 	return resp
 }

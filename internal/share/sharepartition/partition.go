@@ -1,6 +1,7 @@
 package sharepartition
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -496,8 +497,8 @@ func (sp *SharePartition) update(c *changes) Update {
 		return u
 	}
 	bs := c.batches
-	if !slices.IsSortedFunc(bs, func(a, b StateBatch) int { return cmpInt64(a.FirstOffset, b.FirstOffset) }) {
-		slices.SortFunc(bs, func(a, b StateBatch) int { return cmpInt64(a.FirstOffset, b.FirstOffset) })
+	if !slices.IsSortedFunc(bs, func(a, b StateBatch) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) }) {
+		slices.SortFunc(bs, func(a, b StateBatch) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
 		out := bs[:1]
 		for _, sb := range bs[1:] {
 			p := &out[len(out)-1]
@@ -512,16 +513,6 @@ func (sp *SharePartition) update(c *changes) Update {
 	u.Batches = bs
 	u.DeliveryCompleteCount = sp.deliveryCompleteCount()
 	return u
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Snapshot is the full persisted state of a share partition: the shape of a
