@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/alloctest"
 	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/batch"
 	"github.com/exactq/exactq/internal/log"
@@ -47,15 +47,6 @@ func plantLyingBatch(t *testing.T, dir string, span int64) {
 	}
 }
 
-// allocatedDuring returns the bytes the process (broker included) allocated while f ran.
-func allocatedDuring(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // The crash over the wire, against a real log: a share consumer acquires the
 // lying batch's offsets 0-999,999,999, acknowledges offset 0 alone, and a second member
 // fetches in record_limit mode after the lock expired. Each step used to make the broker
@@ -80,7 +71,7 @@ func TestShareLyingBatchOverTheWire(t *testing.T) {
 
 	m1 := joinShareGroup(t, cl, "sg", "lie", "member-1")
 	var got []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
-	if n := allocatedDuring(func() { got = m1.fetch() }); n > budgetBytes {
+	if n := alloctest.Bytes(func() { got = m1.fetch() }); n > budgetBytes {
 		t.Fatalf("acquiring the lying batch allocated %d bytes", n)
 	}
 	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != span-1 {
@@ -96,7 +87,7 @@ func TestShareLyingBatchOverTheWire(t *testing.T) {
 	ap.AcknowledgementBatches = append(ap.AcknowledgementBatches, ab)
 	at.Partitions = append(at.Partitions, ap)
 	ack.Topics = append(ack.Topics, at)
-	if n := allocatedDuring(func() {
+	if n := alloctest.Bytes(func() {
 		resp, err := ack.RequestWith(ctxT(t), cl)
 		if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 			t.Fatalf("acknowledge offset 0: %v %+v", err, resp)
@@ -119,7 +110,7 @@ func TestShareLyingBatchOverTheWire(t *testing.T) {
 	// The share fetch waits up to MaxWaitMillis itself, so it is asked again at once.
 	var acquired []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
 	_ = await.Until(20*time.Second, 0, func() error {
-		if n := allocatedDuring(func() {
+		if n := alloctest.Bytes(func() {
 			resp, err := sf.RequestWith(ctxT(t), cl)
 			if err != nil || resp.ErrorCode != 0 {
 				t.Fatalf("record_limit share fetch: %v %+v", err, resp)

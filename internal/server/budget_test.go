@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/alloctest"
 )
 
 // TestRequestBudget (queued.max.request.bytes): attackers pipeline large Produce frames,
@@ -283,12 +284,11 @@ func TestLyingCountOverTCP(t *testing.T) {
 	}
 	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
 
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	go c.nc.Write(frame)
-	c.expectClosed()
-	runtime.ReadMemStats(&after)
-	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 4*frameBytes {
+	allocated := alloctest.Bytes(func() {
+		go c.nc.Write(frame)
+		c.expectClosed()
+	})
+	if allocated > 4*frameBytes {
 		t.Errorf("allocated %d bytes for a %d-byte request", allocated, len(frame))
 	}
 	dial(t, s).served(2)

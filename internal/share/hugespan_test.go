@@ -2,12 +2,12 @@ package share
 
 import (
 	"encoding/binary"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/exactq/exactq/internal/alloctest"
 	"github.com/exactq/exactq/internal/batch"
 )
 
@@ -28,15 +28,6 @@ func (l *fakeLogs) produceLying(id [16]byte, p int32, span int64) {
 	fp.end += span
 }
 
-// heapGrowth runs f and returns how much it allocated.
-func heapGrowth(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // The crash, through ShareFetch and ShareAcknowledge: a share consumer
 // acquires the lying batch's 10^9 offsets, acknowledges offset 0 alone, and a
 // second consumer fetches in record_limit mode. Each used to allocate ~40 GB.
@@ -54,14 +45,14 @@ func TestLyingBatchSpan(t *testing.T) {
 	if got := acq(part(resp, topicA, 0)); len(got) != 1 || got[0] != (acquired{0, span - 1, 1}) {
 		t.Fatalf("acquired %v, want the whole lying batch", got)
 	}
-	if n := heapGrowth(func() {
+	if n := alloctest.Bytes(func() {
 		ar := e.ack(ackReq{member: "m1", epoch: 2, acks: acks{0: {ackBatch(0, 0, typeAccept)}}})
 		wantCode(t, "ack of offset 0", ar.Topics[0].Partitions[0].ErrorCode, nil)
 		e.settle()
 	}); n > budgetBytes {
 		t.Fatalf("acknowledging offset 0 allocated %d bytes", n)
 	}
-	if n := heapGrowth(func() {
+	if n := alloctest.Bytes(func() {
 		ar := e.ack(ackReq{member: "m1", epoch: 3, acks: acks{0: {ackBatch(0, 1<<62, typeAccept)}}})
 		wantCode(t, "ack of 0-2^62", ar.Topics[0].Partitions[0].ErrorCode, kerr.InvalidRequest)
 	}); n > budgetBytes {
@@ -71,7 +62,7 @@ func TestLyingBatchSpan(t *testing.T) {
 	// it in record_limit mode.
 	e.advance(30 * time.Second)
 	var got []acquired
-	if n := heapGrowth(func() {
+	if n := alloctest.Bytes(func() {
 		got = acq(part(e.fetch(fetchReq{member: "m2", epoch: 1, maxRecords: 5, mode: 1}), topicA, 0))
 	}); n > budgetBytes {
 		t.Fatalf("record_limit fetch allocated %d bytes", n)
@@ -82,7 +73,7 @@ func TestLyingBatchSpan(t *testing.T) {
 	// Durable state stays a few ranges: a restart restores it at once.
 	e.settle()
 	e.restart()
-	if n := heapGrowth(func() {
+	if n := alloctest.Bytes(func() {
 		got = acq(part(e.fetch(fetchReq{member: "m2", epoch: 0, parts: []int32{0}, maxRecords: 5, mode: 1}), topicA, 0))
 	}); n > budgetBytes {
 		t.Fatalf("record_limit fetch after restart allocated %d bytes", n)

@@ -1,11 +1,12 @@
 package sharepartition
 
 import (
-	"runtime"
 	"runtime/metrics"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/exactq/exactq/internal/alloctest"
 )
 
 // A log batch's offset span is not bounded by its bytes: compaction leaves gaps,
@@ -25,11 +26,7 @@ func hugeBatch(base int64) FetchedBatch {
 // bounded runs step once and fails if it allocated more than stepBudgetBytes.
 func bounded(t *testing.T, what string, step func()) {
 	t.Helper()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	step()
-	runtime.ReadMemStats(&after)
-	if d := after.TotalAlloc - before.TotalAlloc; d > stepBudgetBytes {
+	if d := alloctest.Bytes(step); d > stepBudgetBytes {
 		t.Fatalf("%s allocated %d bytes over a span of %d offsets (budget %d)", what, d, hugeSpan, stepBudgetBytes)
 	}
 }
