@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/await"
+	"github.com/exactq/exactq/internal/testdisk"
 )
 
 // Finding 8, the smaller items, each against a real broker with the victim beside it.
@@ -256,14 +255,14 @@ func shareHeartbeatOnce(c *rawConn, group, topic string) int16 {
 // full disk while running among the answers to keep, and this passed before both (the
 // start on a full disk is broker TestStartWithFullDisk's).
 func TestFullDiskWhileRunning(t *testing.T) {
-	disk := smallDisk(t, 96<<20)
+	disk := testdisk.Small(t, 96<<20)
 	const topic = "filling"
 	runAttack(t, attack{
 		name: "#8 full disk while running", rssBytes: defaultRSSBound,
 		broker: brokerOpts{dataDir: filepath.Join(disk, "data")},
 		run: func(t *testing.T, h *harness) {
 			createTopic(t, h.addr(), topic, 1, nil)
-			free := fillDisk(t, disk, "filler", 8<<20)
+			free := testdisk.Fill(t, disk, "filler", 8<<20)
 			cl := attackerClient(t, h.addr(), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0),
 				kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
 				kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(15*time.Second))
@@ -299,51 +298,6 @@ func produceOne(cl *kgo.Client, topic string, value []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr()
-}
-
-// smallDisk mounts a tmpfs of sizeBytes for the test and returns its path; it skips the
-// test when it cannot (not root, or no mount privilege).
-func smallDisk(t *testing.T, sizeBytes int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs to fill needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(sizeBytes)); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v): a full disk cannot be simulated here", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fillDisk writes the file name in dir until the file system has at most leaveBytes free,
-// and returns a function that removes it.
-func fillDisk(t *testing.T, dir, name string, leaveBytes int64) func() {
-	t.Helper()
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fill := int64(st.Bavail)*st.Bsize - leaveBytes
-	buf := make([]byte, 1<<20)
-	for fill > 0 {
-		n, err := f.Write(buf[:min(int64(len(buf)), fill)])
-		if err != nil {
-			t.Fatalf("filling %s: %v", dir, err)
-		}
-		fill -= int64(n)
-	}
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Errorf("removing the filler: %v", err)
-		}
-	}
 }
 
 // Topic names of 247-249 characters (Kafka allows 249) failed with KAFKA_STORAGE_ERROR

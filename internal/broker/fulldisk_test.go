@@ -5,12 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -19,51 +16,8 @@ import (
 
 	"github.com/exactq/exactq/internal/broker"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/internal/testdisk"
 )
-
-// smallDisk mounts a tmpfs of sizeBytes for the test (it needs root) and returns its path.
-func smallDisk(t *testing.T, sizeBytes int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs to fill needs root")
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(sizeBytes)); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v): a full disk cannot be simulated here", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fillDisk writes the file name until the file system is full and returns a function
-// that removes it.
-func fillDisk(t *testing.T, dir, name string) func() {
-	t.Helper()
-	path := filepath.Join(dir, name)
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	// Fill the last partial block too.
-	for _, n := range []int{4096, 512, 1} {
-		for {
-			if _, err := f.Write(buf[:n]); err != nil {
-				break
-			}
-		}
-	}
-	f.Close()
-	return func() { os.Remove(path) }
-}
 
 // syncBuffer is a log sink tests read while the broker writes to it.
 type syncBuffer struct {
@@ -88,7 +42,7 @@ func (s *syncBuffer) String() string {
 // space returns, writes work again. Before the fix it could not start
 // ("producer-ids.json.tmp: no space left on device") and a full disk logged nothing.
 func TestStartWithFullDisk(t *testing.T) {
-	disk := smallDisk(t, 16<<20)
+	disk := testdisk.Small(t, 16<<20)
 	data := filepath.Join(disk, "data")
 	var logs syncBuffer
 	withLog := func(c *broker.Config) {
@@ -107,14 +61,14 @@ func TestStartWithFullDisk(t *testing.T) {
 	cl.Close()
 	tb.Stop()
 
-	free := fillDisk(t, disk, "filler")
+	free := testdisk.Fill(t, disk, "filler", 0)
 	tb.Restart()
 	got := consumeAll(t, tb.Addr, "full", 100)
 	if n := len(got[0]) + len(got[1]); n != 100 {
 		t.Fatalf("read %d records on a full disk, want 100", n)
 	}
 	// Starting removed files (the clean-shutdown markers): fill what they freed.
-	freeMore := fillDisk(t, disk, "filler2")
+	freeMore := testdisk.Fill(t, disk, "filler2", 0)
 	prod := newClient(t, tb.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(0),
 		kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	rnd := make([]byte, 100<<10)

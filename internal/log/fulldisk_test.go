@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/exactq/exactq/internal/testdisk"
 )
 
 // syncBuffer is a bytes.Buffer safe for a slog handler and the test to share.
@@ -39,43 +37,12 @@ func (s *syncBuffer) lines(substr string) []string {
 	return out
 }
 
-// smallDisk mounts a tmpfs of sizeBytes for the test (root only; skipped elsewhere).
-func smallDisk(t *testing.T, sizeBytes int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(sizeBytes)); err != nil {
-		t.Skipf("cannot mount a small tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, 0) })
-	return dir
-}
-
-// fill writes a file until the disk is full and returns its path.
-func fill(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			return path
-		}
-	}
-}
-
 // TestFullDisk: with the disk full, appends fail with the I/O error (the broker answers
 // KAFKA_STORAGE_ERROR) and the failure is logged once with the log's directory, not per
 // append; a log closed cleanly before opens and serves reads (Open writes nothing); once
 // space returns, appends resume, which is logged once. Before, nothing was logged.
 func TestFullDisk(t *testing.T) {
-	disk := smallDisk(t, 1<<20)
+	disk := testdisk.Small(t, 1<<20)
 	var out syncBuffer
 	opts := Options{Files: NewFileCache(8), Logger: slog.New(slog.NewTextHandler(&out, nil))}
 	cfg := DefaultConfig()
@@ -96,7 +63,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	defer live.Close()
 	appendT(t, live, clone(valueBatch(1, 100, 1))...)
-	filler := fill(t, disk)
+	free := testdisk.Fill(t, disk, "filler", 0)
 
 	for i := 0; i < 5; i++ {
 		_, _, err := live.Append(clone(valueBatch(8, 16<<10, 1)))
@@ -121,9 +88,7 @@ func TestFullDisk(t *testing.T) {
 		t.Fatalf("Close of an unchanged log on a full disk: %v", err)
 	}
 
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	free()
 	_, last := appendT(t, live, clone(valueBatch(8, 16<<10, 1))...)
 	if err := live.WaitDurable(last + 1); err != nil {
 		t.Fatalf("WaitDurable after space returned: %v", err)
@@ -141,7 +106,7 @@ func TestFullDisk(t *testing.T) {
 // resume when space returns. Failed before: the failed index write was sticky, and every
 // later append failed until the log was reopened.
 func TestFullDiskAtRoll(t *testing.T) {
-	disk := smallDisk(t, 1<<20)
+	disk := testdisk.Small(t, 1<<20)
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 64 << 10 // three ~16.5 KB batches fit, the fourth rolls
 	l, err := Open(filepath.Join(disk, "p-0"), cfg, Options{Logger: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))})
@@ -152,7 +117,7 @@ func TestFullDiskAtRoll(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		appendT(t, l, clone(valueBatch(4, 4<<10, 1))...)
 	}
-	filler := fill(t, disk)
+	free := testdisk.Fill(t, disk, "filler", 0)
 	if _, _, err := l.Append(clone(valueBatch(4, 4<<10, 1))); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
 	}
@@ -162,9 +127,7 @@ func TestFullDiskAtRoll(t *testing.T) {
 	if err := l.WaitDurable(l.EndOffset()); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("WaitDurable with the closed segment's index files unwritable: %v, want ENOSPC", err)
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
+	free()
 	_, last := appendT(t, l, clone(valueBatch(4, 4<<10, 1))...)
 	if err := l.WaitDurable(last + 1); err != nil {
 		t.Fatalf("WaitDurable after space returned: %v", err)
