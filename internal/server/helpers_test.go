@@ -40,6 +40,21 @@ func newTestHandler() *testHandler {
 	}
 }
 
+// parkedHandler is a test handler that signals handled as it takes each request and
+// answers it from its Reply.Wait only once release is closed, as a long poll does.
+func parkedHandler() (h *testHandler, handled, release chan struct{}) {
+	h = newTestHandler()
+	handled, release = make(chan struct{}, 1), make(chan struct{})
+	h.handle = func(ctx context.Context, req *Request) Reply {
+		handled <- struct{}{}
+		return Reply{Wait: func() kmsg.Response {
+			<-release
+			return req.Body.ResponseKind()
+		}}
+	}
+	return h, handled, release
+}
+
 func (h *testHandler) APIs() []APIRange { return h.apis }
 
 func (h *testHandler) Handle(ctx context.Context, req *Request) Reply {

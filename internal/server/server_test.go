@@ -290,16 +290,7 @@ func TestIdleTimeoutClosesConnection(t *testing.T) {
 // poll) is not idle. The socket is scripted so the read timeouts happen exactly when the test
 // says, not on a clock.
 func TestIdleTimeoutWaitsForInFlight(t *testing.T) {
-	h := newTestHandler()
-	handled := make(chan struct{})
-	release := make(chan struct{})
-	h.handle = func(ctx context.Context, req *Request) Reply {
-		close(handled)
-		return Reply{Wait: func() kmsg.Response {
-			<-release
-			return req.Body.ResponseKind()
-		}}
-	}
+	h, handled, release := parkedHandler()
 	sc := newScriptConn()
 	s := New(Config{}, h, quietLogger(t))
 	ln := &oneConnListener{c: sc, done: make(chan struct{})}
@@ -325,16 +316,7 @@ func TestIdleTimeoutWaitsForInFlight(t *testing.T) {
 }
 
 func TestShutdownFinishesInFlight(t *testing.T) {
-	h := newTestHandler()
-	handled := make(chan struct{}, 1)
-	release := make(chan struct{})
-	h.handle = func(ctx context.Context, req *Request) Reply {
-		handled <- struct{}{}
-		return Reply{Wait: func() kmsg.Response {
-			<-release
-			return req.Body.ResponseKind()
-		}}
-	}
+	h, handled, release := parkedHandler()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -370,17 +352,8 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 }
 
 func TestShutdownContextExpiry(t *testing.T) {
-	h := newTestHandler()
-	handled := make(chan struct{}, 1)
-	release := make(chan struct{})
+	h, handled, release := parkedHandler()
 	defer close(release)
-	h.handle = func(ctx context.Context, req *Request) Reply {
-		handled <- struct{}{}
-		return Reply{Wait: func() kmsg.Response {
-			<-release
-			return req.Body.ResponseKind()
-		}}
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
