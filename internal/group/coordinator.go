@@ -158,23 +158,7 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 	}
 	for _, lp := range parts {
 		s := newShard(lp.Index(), sc, randomMemberID)
-		err := lp.Replay(func(b coordlog.Stored) error {
-			if b.Marker != nil {
-				s.replayMarker(b.ProducerID, b.Marker.Commit)
-				return nil
-			}
-			pid := int64(-1)
-			if b.Transactional {
-				pid = b.ProducerID
-			}
-			for _, r := range b.Records {
-				if err := s.replayRecord(r, b.BaseOffset+int64(r.OffsetDelta), pid, nowMs); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
+		if err := s.replayLog(lp, nowMs); err != nil {
 			return nil, fmt.Errorf("group: loading __consumer_offsets-%d: %w", lp.Index(), err)
 		}
 		c.tombstoneOutlivedOffsets(lp, s)
@@ -397,6 +381,27 @@ func (c *Coordinator) writer(p *part) {
 			return
 		}
 	}
+}
+
+// replayLog rebuilds s from every batch stored in lp: records (a transactional batch's
+// offsets pending under its producer) and the transaction markers that decide them.
+func (s *shard) replayLog(lp coordlog.Partition, nowMs int64) error {
+	return lp.Replay(func(b coordlog.Stored) error {
+		if b.Marker != nil {
+			s.replayMarker(b.ProducerID, b.Marker.Commit)
+			return nil
+		}
+		pid := int64(-1)
+		if b.Transactional {
+			pid = b.ProducerID
+		}
+		for _, r := range b.Records {
+			if err := s.replayRecord(r, b.BaseOffset+int64(r.OffsetDelta), pid, nowMs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (c *Coordinator) appendBatch(p *part, ws []write) {

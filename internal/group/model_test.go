@@ -69,23 +69,7 @@ func (h *harness) drain(out *output) {
 // replayed builds a fresh shard from the log.
 func (h *harness) replayed() *shard {
 	s := newShard(0, modelCfg, h.newID)
-	err := h.log.Replay(func(b coordlog.Stored) error {
-		if b.Marker != nil {
-			s.replayMarker(b.ProducerID, b.Marker.Commit)
-			return nil
-		}
-		pid := int64(-1)
-		if b.Transactional {
-			pid = b.ProducerID
-		}
-		for _, r := range b.Records {
-			if err := s.replayRecord(r, b.BaseOffset+int64(r.OffsetDelta), pid, h.nowMs); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.replayLog(h.log, h.nowMs); err != nil {
 		h.t.Fatal(err)
 	}
 	return s
