@@ -2,31 +2,19 @@ package group
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/exactq/exactq/internal/coordlog"
+	"github.com/exactq/exactq/internal/testclock"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// fakeClock is the injected clock of the tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.UnixMilli(1_700_000_000_000)} }
-
-func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
-
-func (f *fakeClock) Advance(d time.Duration) { f.mu.Lock(); f.now = f.now.Add(d); f.mu.Unlock() }
 
 const testPartitions = 3
 
 type env struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *testclock.Clock
 	logs  []*coordlog.Memory
 	c     *Coordinator
 	cfg   Config
@@ -34,7 +22,7 @@ type env struct {
 
 func newEnv(t *testing.T, mod func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, clock: newFakeClock()}
+	e := &env{t: t, clock: testclock.New()}
 	for i := range testPartitions {
 		e.logs = append(e.logs, coordlog.NewMemory(int32(i)))
 	}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"testing"
+
+	"github.com/exactq/exactq/internal/testclock"
 )
 
 // TestReadChunksMatchesRead: the chunks of a read are exactly the bytes Read copies, across
@@ -105,7 +107,7 @@ func TestChunksOutliveTheirSegment(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.SegmentBytes = 300
 			dir := t.TempDir()
-			l := openT(t, dir, cfg, newFakeClock())
+			l := openT(t, dir, cfg, testclock.New())
 			defer l.Close()
 			for range 12 { // one key per batch, rewritten: compaction empties old segments
 				appendT(t, l, makeBatch([]rec{kv("k", "value-of-some-length-to-fill-segments", 1_700_000_000_000)}, plain))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/internal/batch"
+	"github.com/exactq/exactq/internal/testclock"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -73,7 +74,7 @@ func kv(key, value string, ts int64) rec {
 }
 
 func TestCompactKeepsLatestPerKey(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	dir := t.TempDir()
 	l := openT(t, dir, compactConfig(), clk)
 	// 60 updates to 5 keys, 3 per batch, over many segments, one batch gzip-compressed.
@@ -167,7 +168,7 @@ func mustReadDir(t *testing.T, dir string) []string {
 }
 
 func TestCompactTombstonesAndLag(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	cfg := compactConfig()
 	cfg.DeleteRetentionMs = 10_000
 	cfg.MinCompactionLagMs = 5_000
@@ -204,7 +205,7 @@ func TestCompactTombstonesAndLag(t *testing.T) {
 }
 
 // forceRoll makes the next append start a new segment.
-func forceRoll(t *testing.T, l *Log, clk *fakeClock, b []byte) {
+func forceRoll(t *testing.T, l *Log, clk *testclock.Clock, b []byte) {
 	t.Helper()
 	cfg := l.config()
 	short := cfg
@@ -220,7 +221,7 @@ func forceRoll(t *testing.T, l *Log, clk *fakeClock, b []byte) {
 }
 
 func TestCompactTransactions(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	cfg := compactConfig()
 	cfg.SegmentBytes = 1 << 20
 	l := openT(t, t.TempDir(), cfg, clk)
@@ -268,7 +269,7 @@ func TestCompactTransactions(t *testing.T) {
 // TestCompactCrashStages rebuilds the directory as a crash would leave it at each step
 // of the .cleaned swap and checks that Open yields the old or the new contents, whole.
 func TestCompactCrashStages(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	dir := memTempDir(t)
 	cfg := compactConfig()
 	l := openT(t, dir, cfg, clk)

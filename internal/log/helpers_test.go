@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/exactq/exactq/internal/batch"
+	"github.com/exactq/exactq/internal/testclock"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -92,29 +91,7 @@ func clone(bs ...[]byte) [][]byte {
 	return out
 }
 
-// fakeClock is a settable clock for Options.Now.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Ms() int64 { return c.Now().UnixMilli() }
-
-func openT(t testing.TB, dir string, cfg Config, clk *fakeClock) *Log {
+func openT(t testing.TB, dir string, cfg Config, clk *testclock.Clock) *Log {
 	t.Helper()
 	var opts Options
 	if clk != nil {

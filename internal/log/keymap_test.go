@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"testing"
+
+	"github.com/exactq/exactq/internal/testclock"
 )
 
 // TestCompactManyKeysWithinKeyMap (#11): a client writing many unique keys cannot make
@@ -22,7 +24,7 @@ func TestCompactManyKeysWithinKeyMap(t *testing.T) {
 	}
 	var results [2][]keyed
 	for i, keys := range []*KeyMap{small, large} {
-		clk := newFakeClock()
+		clk := testclock.New()
 		l := openT(t, t.TempDir(), compactConfig(), clk)
 		var all []keyed
 		for round := range 2 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/internal/batch"
+	"github.com/exactq/exactq/internal/testclock"
 )
 
 func TestAppendReadRoundTrip(t *testing.T) {
@@ -153,7 +154,7 @@ func TestRollBySizeAndReopen(t *testing.T) {
 }
 
 func TestRollByTime(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	cfg := DefaultConfig()
 	cfg.SegmentMs = 1000
 	l := openT(t, t.TempDir(), cfg, clk)
@@ -216,7 +217,7 @@ func TestDeleteRecordsBeforePersists(t *testing.T) {
 }
 
 func TestRetentionTime(t *testing.T) {
-	clk := newFakeClock()
+	clk := testclock.New()
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 1000
 	cfg.RetentionMs = 10_000

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/exactq/exactq/internal/batch"
+	"github.com/exactq/exactq/internal/testclock"
 	"pgregory.net/rapid"
 )
 
@@ -62,7 +63,7 @@ type modelRun struct {
 	cfg     Config
 	rpBytes int64      // Options.recoveryPointBytes
 	files   *FileCache // Options.Files: often tiny, so that files are closed and reopened all the time
-	clk     *fakeClock
+	clk     *testclock.Clock
 	l       *Log
 	m       model
 	rng     *rand.Rand
@@ -511,7 +512,7 @@ func TestModel(t *testing.T) {
 		// Descriptor cache: one file (every read of an older segment evicts the active
 		// one, and held chunks keep evicted files open), a few, or plenty.
 		files := NewFileCache(rapid.SampledFrom([]int{1, 2, 3, 1000}).Draw(t, "openFiles"))
-		r := &modelRun{dir: dir, cfg: cfg, rpBytes: rpBytes, files: files, clk: newFakeClock(), rng: rand.New(rand.NewSource(rapid.Int64().Draw(t, "crashSeed")))}
+		r := &modelRun{dir: dir, cfg: cfg, rpBytes: rpBytes, files: files, clk: testclock.New(), rng: rand.New(rand.NewSource(rapid.Int64().Draw(t, "crashSeed")))}
 		r.open(t)
 		t.Cleanup(func() {
 			r.releaseAll(t)

@@ -18,6 +18,7 @@ import (
 	"github.com/exactq/exactq/internal/coordlog"
 	"github.com/exactq/exactq/internal/share/sharepartition"
 	"github.com/exactq/exactq/internal/share/sharestate"
+	"github.com/exactq/exactq/internal/testclock"
 )
 
 // fakeLogs is the only double: partition logs in memory, holding real record batches
@@ -366,7 +367,7 @@ type env struct {
 	mem    *coordlog.Memory
 	store  *sharestate.Store
 	m      *Manager
-	clk    *clock
+	clk    *testclock.Clock
 	groups map[string]GroupConfig
 	maxSes int
 
@@ -383,7 +384,7 @@ const group = "g1"
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, logs: newFakeLogs(), mem: coordlog.NewMemory(0), clk: &clock{t: time.UnixMilli(1_700_000_000_000)}, groups: map[string]GroupConfig{}}
+	e := &env{t: t, logs: newFakeLogs(), mem: coordlog.NewMemory(0), clk: testclock.New(), groups: map[string]GroupConfig{}}
 	e.logs.createTopic("a", topicA, 3)
 	e.logs.createTopic("b", topicB, 1)
 	e.start()
@@ -441,26 +442,8 @@ func (e *env) init(g string, topic [16]byte, p int32) {
 }
 
 func (e *env) advance(d time.Duration) {
-	e.clk.Add(d)
+	e.clk.Advance(d)
 	e.m.Tick()
-}
-
-// clock is the fake clock; the timer goroutine reads it concurrently.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
 
 // yield lets other goroutines run while a test waits for one to reach a point it cannot

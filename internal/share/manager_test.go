@@ -532,7 +532,7 @@ func TestTimerGoroutineExpiresLocks(t *testing.T) {
 	var ft *fakeTimer
 	for ft = <-created; ft.d != 30*time.Second; ft = <-created {
 	}
-	e.clk.Add(30 * time.Second)
+	e.clk.Advance(30 * time.Second)
 	ft.c <- e.clk.Now()
 	// The loop arms its idle timer only once no lock is pending, that is after the Tick
 	// expired them. A timer armed in between (a kick raced with the firing) is fired too.

@@ -93,7 +93,7 @@ func TestTimeoutAbortsAndFences(t *testing.T) {
 func TestTimeoutUsesTransactionStart(t *testing.T) {
 	e := newEnv(t, 1)
 	pid, epoch := setup(t, e, Ongoing)
-	e.clock.advance(50 * time.Second)
+	e.clock.Advance(50 * time.Second)
 	e.add1("x", pid, epoch, tp("u", 0)) // does not extend the transaction
 	e.tick(11 * time.Second)
 	if s := e.state("x"); s != CompleteAbort {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/coordlog"
+	"github.com/exactq/exactq/internal/testclock"
 	"github.com/exactq/exactq/wire"
 )
 
@@ -85,28 +86,10 @@ func (b *fakeBroker) markers() []markerWrite {
 
 var errDisk = errors.New("disk on fire")
 
-// fakeClock is the injected clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // env is one coordinator over in-memory partitions that survive restarts.
 type env struct {
 	t     tester
-	clock *fakeClock
+	clock *testclock.Clock
 	b     *fakeBroker
 	parts []*coordlog.Memory
 	cfg   Config
@@ -138,7 +121,7 @@ func newEnv2PC(t testing.TB, numParts int32) *env {
 // newEnvFor builds an env; wrap, if set, stands between the coordinator and each
 // partition (the model test checks appends there).
 func newEnvFor(t tester, numParts int32, wrap func(*coordlog.Memory) coordlog.Partition) *env {
-	e := &env{wrap: wrap, t: t, clock: &fakeClock{now: time.UnixMilli(1_700_000_000_000)}, b: newFakeBroker()}
+	e := &env{wrap: wrap, t: t, clock: testclock.New(), b: newFakeBroker()}
 	for i := int32(0); i < numParts; i++ {
 		e.parts = append(e.parts, coordlog.NewMemory(i))
 	}
@@ -179,7 +162,7 @@ func (e *env) idle() { e.c.Quiesce() }
 
 // tick advances the clock and runs the ticker once, then waits for what it started.
 func (e *env) tick(d time.Duration) {
-	e.clock.advance(d)
+	e.clock.Advance(d)
 	e.c.Tick()
 	e.idle()
 }

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/exactq/exactq/internal/coordlog"
+	"github.com/exactq/exactq/internal/testclock"
 )
 
 // model watches the coordinator from its two seams (the log and the broker) and holds
@@ -145,7 +146,7 @@ func TestModel(t *testing.T) {
 		b := newFakeBroker()
 		m.b = b
 		b.onWrite = m.onMarker
-		e := &env{t: rt, clock: &fakeClock{now: time.UnixMilli(1_700_000_000_000)}, b: b,
+		e := &env{t: rt, clock: testclock.New(), b: b,
 			wrap: func(mem *coordlog.Memory) coordlog.Partition { return &checkPart{mem, m} }}
 		for i := int32(0); i < 2; i++ {
 			e.parts = append(e.parts, coordlog.NewMemory(i))

@@ -237,7 +237,7 @@ func TestAddPartitionsTable(t *testing.T) {
 		t.Run(s.String()+" -> Ongoing starts the transaction now", func(t *testing.T) {
 			e := newEnv(t, 1)
 			pid, epoch := setup(t, e, s)
-			e.clock.advance(1000)
+			e.clock.Advance(1000)
 			if c := e.add1("x", pid, epoch, tp("u", 3)); c != 0 {
 				t.Fatal(c)
 			}
@@ -262,7 +262,7 @@ func TestAddPartitionsTable(t *testing.T) {
 		e := newEnv(t, 1)
 		pid, epoch := setup(t, e, Ongoing)
 		m0, _, _ := e.meta("x")
-		e.clock.advance(5000)
+		e.clock.Advance(5000)
 		if c := e.add1("x", pid, epoch, tp("u", 0)); c != 0 {
 			t.Fatal(c)
 		}

@@ -178,7 +178,7 @@ func TestListTransactions(t *testing.T) {
 		return p
 	}
 	pa := setupID("app-1", true)
-	e.clock.advance(10 * time.Second)
+	e.clock.Advance(10 * time.Second)
 	setupID("app-2", true)
 	setupID("other", false)
 	list := func(v int16, mod func(*kmsg.ListTransactionsRequest)) []string {
