@@ -7,13 +7,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/testclock"
 )
-
-// fakeClock is an injected clock.
-type fakeClock struct{ t time.Time }
-
-func (f *fakeClock) now() time.Time          { return f.t }
-func (f *fakeClock) advance(d time.Duration) { f.t = f.t.Add(d) }
 
 // seqIDs hands out session ids 1, 2, 3... so tests are deterministic.
 func seqIDs() func() int32 {
@@ -40,14 +36,14 @@ type fataler interface {
 
 type harness struct {
 	t     fataler
-	clock *fakeClock
+	clock *testclock.Clock
 	cache *Cache
 	state map[tp]*partState
 	ids   map[string][16]byte
 }
 
 func newHarness(t fataler, slots int) *harness {
-	h := &harness{t: t, clock: &fakeClock{t: time.Unix(1000, 0)}, state: map[tp]*partState{}, ids: map[string][16]byte{}}
+	h := &harness{t: t, clock: testclock.New(), state: map[tp]*partState{}, ids: map[string][16]byte{}}
 	names := func(id [16]byte) (string, bool) {
 		for n, i := range h.ids {
 			if i == id {
@@ -56,7 +52,7 @@ func newHarness(t fataler, slots int) *harness {
 		}
 		return "", false
 	}
-	h.cache = NewCache(slots, h.clock.now, WithSessionIDs(seqIDs()), WithTopicNames(names))
+	h.cache = NewCache(slots, h.clock.Now, WithSessionIDs(seqIDs()), WithTopicNames(names))
 	return h
 }
 
@@ -406,7 +402,7 @@ func TestEvictionUnderSlotPressure(t *testing.T) {
 		t.Fatal("young sessions must not be evicted")
 	}
 	// Keep both sessions in use past the eviction age so they become evictable.
-	h.clock.advance(DefaultEvictionAge + time.Millisecond)
+	h.clock.Advance(DefaultEvictionAge + time.Millisecond)
 	h.serve(h.request(12, 1, 1, nil, nil))
 	h.serve(h.request(12, 2, 1, nil, nil))
 	resp, _ = h.serve(h.request(12, 0, 0, []tp{b0}, nil))
@@ -424,9 +420,9 @@ func TestEvictionUnderSlotPressure(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	// An idle session (unused longer than the eviction age) goes first, whatever its size.
-	h.clock.advance(time.Minute)
+	h.clock.Advance(time.Minute)
 	h.serve(h.request(12, 2, 2, nil, nil)) // session 2 in use
-	h.clock.advance(DefaultEvictionAge)
+	h.clock.Advance(DefaultEvictionAge)
 	resp, _ = h.serve(h.request(12, 0, 0, []tp{a0}, nil))
 	if resp.SessionID != 4 {
 		t.Fatalf("stale session 3 should make room, got %d", resp.SessionID)

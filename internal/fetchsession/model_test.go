@@ -276,7 +276,7 @@ func TestKgoClientsSeeEveryChange(t *testing.T) {
 					st.lso = st.hw
 				}
 			}
-			h.clock.advance(time.Duration(rapid.IntRange(0, 90).Draw(t, "secs")) * time.Second)
+			h.clock.Advance(time.Duration(rapid.IntRange(0, 90).Draw(t, "secs")) * time.Second)
 			c := clients[rapid.IntRange(0, len(clients)-1).Draw(t, "client")]
 			var want []tp
 			for _, p := range universe {
