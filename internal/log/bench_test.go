@@ -36,13 +36,19 @@ func BenchmarkAppendWaitDurable(b *testing.B) {
 	b.SetBytes(int64(len(bb)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_, last, err := l.Append(batches)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.WaitDurable(last + 1); err != nil {
-			b.Fatal(err)
-		}
+		appendDurable(b, l, batches)
+	}
+}
+
+// appendDurable appends batches and waits until they are durable, as an acks=all produce
+// does.
+func appendDurable(b *testing.B, l *Log, batches [][]byte) {
+	_, last, err := l.Append(batches)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.WaitDurable(last + 1); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -56,13 +62,7 @@ func BenchmarkAppendWaitDurableParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		batches := [][]byte{benchBatch()}
 		for pb.Next() {
-			_, last, err := l.Append(batches)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.WaitDurable(last + 1); err != nil {
-				b.Fatal(err)
-			}
+			appendDurable(b, l, batches)
 		}
 	})
 }
