@@ -109,16 +109,11 @@ func TestRandomHistories(t *testing.T) {
 			case 1:
 				fetch(m, nil)
 			case 2, 3: // ack (piggybacked or not) a random run of what m holds
-				var mine []int64
-				for o, h := range holder {
-					if h == m {
-						mine = append(mine, o)
-					}
-				}
+				mine := heldBy(holder, m)
 				if len(mine) == 0 {
 					continue
 				}
-				o := rapid.SampledFrom(sortedOffsets(mine)).Draw(rt, "off")
+				o := rapid.SampledFrom(mine).Draw(rt, "off")
 				typ := int8(rapid.IntRange(1, 3).Draw(rt, "type"))
 				a := acks{0: {ackBatch(o, o, typ)}}
 				if _, ok := epochs[m]; !ok {
@@ -157,16 +152,11 @@ func TestRandomHistories(t *testing.T) {
 				holder = map[int64]string{}
 				staged, resolved = 0, 0
 			case 8: // stage one offset m holds in the open transaction
-				var mine []int64
-				for o, h := range holder {
-					if h == m {
-						mine = append(mine, o)
-					}
-				}
+				mine := heldBy(holder, m)
 				if len(mine) == 0 {
 					continue
 				}
-				o := rapid.SampledFrom(sortedOffsets(mine)).Draw(rt, "stageOff")
+				o := rapid.SampledFrom(mine).Draw(rt, "stageOff")
 				typ := rapid.SampledFrom([]int8{tGap, tAccept, tReject}).Draw(rt, "stageType")
 				resp := e.txnAck(txnAck{member: m, pid: 1, epoch: txEpoch, parts: map[int32][]wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{0: {tb(o, o, typ)}}})
 				if resp.ErrorCode != 0 || resp.Responses[0].Partitions[0].ErrorCode != 0 {
@@ -235,4 +225,15 @@ func sortedOffsets(os []int64) []int64 {
 		}
 	}
 	return os
+}
+
+// heldBy lists, in order, the offsets holder says member m holds.
+func heldBy(holder map[int64]string, m string) []int64 {
+	var mine []int64
+	for o, h := range holder {
+		if h == m {
+			mine = append(mine, o)
+		}
+	}
+	return sortedOffsets(mine)
 }
