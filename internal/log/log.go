@@ -19,6 +19,8 @@
 //	<base>.activetimeindex     point describes it (same formats, append-only)
 //	recovery-point             the active segment's recovery point (recoverypoint.go)
 //	clean-shutdown             marker: Close finished with everything durable
+//	truncate-intent            a TruncateTo or TruncateFullyAndStartAt in progress, redone
+//	                           by Open (truncate.go)
 //	*.tmp, *.cleaned           half-written files, removed at Open
 //
 // The active (last) segment's indexes live in memory, and on disk only as far as its
@@ -213,6 +215,8 @@ type Log struct {
 	markMu sync.Mutex
 
 	recovery Recovery // how Open found the log; written only by Open
+	// pendingTrunc is the truncation Open found in progress (truncate.go); Open redoes it.
+	pendingTrunc *truncIntent
 	rpBytes  int64    // durable growth of the active segment between recovery points
 
 	// Group commit. durable is the end offset of the fsynced prefix.
@@ -252,6 +256,13 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.durable.Store(l.end)
+	if l.pendingTrunc != nil {
+		if err := l.finishTruncate(*l.pendingTrunc); err != nil {
+			l.closeFiles()
+			return nil, err
+		}
+		l.pendingTrunc = nil
+	}
 	return l, nil
 }
 
@@ -295,8 +306,14 @@ func (l *Log) recover() error {
 	nowMs := l.now().UnixMilli()
 	rp, haveRP := readRecoveryPoint(l.dir)
 	marker, hadMarker, markerOK := readMarker(l.dir)
+	if l.pendingTrunc, err = readTruncIntent(l.dir); err != nil {
+		return err
+	}
+	// A truncation in progress: every segment is loaded as a closed one, without the
+	// recovery point, and the truncation is redone (truncate.go).
+	inTrunc := l.pendingTrunc != nil
 	clean := false
-	if markerOK {
+	if markerOK && !inTrunc {
 		if clean, err = l.openClean(bases, marker, rp, haveRP); err != nil {
 			return err
 		}
@@ -322,10 +339,10 @@ func (l *Log) recover() error {
 				return fmt.Errorf("log: %s: segment %d overlaps the previous segment (ends at %d)", l.dir, base, expect)
 			}
 			var srp *recoveryPoint
-			if last && haveRP && rp.base == base {
+			if last && haveRP && rp.base == base && !inTrunc {
 				srp = &rp
 			}
-			s, truncated, err := openSegment(l.dir, base, l.files, last, srp, cfg.IndexIntervalBytes, nowMs, &l.recovery)
+			s, truncated, err := openSegment(l.dir, base, l.files, last && !inTrunc, srp, cfg.IndexIntervalBytes, nowMs, &l.recovery)
 			if err != nil {
 				return err
 			}
