@@ -112,19 +112,11 @@ func truncStep(step string) error {
 // dropped bytes of the cut segment must be released before TruncateTo (the broker
 // truncates only above the high watermark, which reads do not pass).
 func (l *Log) TruncateTo(offset int64) (int64, error) {
-	l.maintMu.Lock()
-	defer l.maintMu.Unlock()
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	l.mu.RLock()
-	start, end, closed := l.start, l.end, l.closed
-	l.mu.RUnlock()
-	if closed {
-		return 0, ErrClosed
-	}
-	if err := l.err(); err != nil {
+	start, end, unlock, err := l.lockForTruncate()
+	if err != nil {
 		return end, err
 	}
+	defer unlock()
 	if offset >= end {
 		return end, nil
 	}
@@ -159,19 +151,11 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return ErrOffsetOutOfRange
 	}
-	l.maintMu.Lock()
-	defer l.maintMu.Unlock()
-	l.appendMu.Lock()
-	defer l.appendMu.Unlock()
-	l.mu.RLock()
-	closed := l.closed
-	l.mu.RUnlock()
-	if closed {
-		return ErrClosed
-	}
-	if err := l.err(); err != nil {
+	_, _, unlock, err := l.lockForTruncate()
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	ti := truncIntent{full: true, end: offset}
 	if err := l.beginTruncate(ti); err != nil {
 		return err
@@ -180,6 +164,26 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 		return err
 	}
 	return l.endTruncate()
+}
+
+// lockForTruncate takes maintMu and appendMu (nothing else changes the log until unlock)
+// and returns the start and end offsets, or why the log cannot be truncated.
+func (l *Log) lockForTruncate() (start, end int64, unlock func(), err error) {
+	l.maintMu.Lock()
+	l.appendMu.Lock()
+	unlock = func() { l.appendMu.Unlock(); l.maintMu.Unlock() }
+	l.mu.RLock()
+	start, end, closed := l.start, l.end, l.closed
+	l.mu.RUnlock()
+	if closed {
+		err = ErrClosed
+	} else {
+		err = l.err()
+	}
+	if err != nil {
+		unlock()
+	}
+	return start, end, unlock, err
 }
 
 // cutPoint is where a truncation cuts: segment index seg, file position pos, and base,

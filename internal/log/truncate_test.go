@@ -64,11 +64,8 @@ func checkTruncated(t *testing.T, dir string, cfg Config, l *Log, want [][]byte,
 // batches ending below the cut, the end offset is the first dropped batch's base, and
 // appends, reopen and recovery continue from there.
 func TestTruncateTo(t *testing.T) {
-	rng := rand.New(rand.NewSource(7))
 	cfg := truncCfg()
-	src := memTempDir(t)
-	all := buildLog(t, src, cfg, rng, 30)
-	end := lastOffset(all[len(all)-1]) + 1
+	src, all, end := truncSource(t, cfg, 7)
 	segsBefore := 0
 	for cut := int64(0); cut <= end; cut++ {
 		dir := memTempDir(t)
@@ -91,6 +88,15 @@ func TestTruncateTo(t *testing.T) {
 	if segsBefore < 4 {
 		t.Fatalf("the log had %d segments; the test wants cuts in closed segments", segsBefore)
 	}
+}
+
+// truncSource writes a log of several segments to truncate copies of; it returns its
+// directory, batches and end offset.
+func truncSource(t *testing.T, cfg Config, seed int64) (string, [][]byte, int64) {
+	t.Helper()
+	src := memTempDir(t)
+	all := buildLog(t, src, cfg, rand.New(rand.NewSource(seed)), 30)
+	return src, all, lastOffset(all[len(all)-1]) + 1
 }
 
 // copyDir copies the regular files of src into dst.
@@ -155,11 +161,8 @@ func TestTruncateStraddlingStart(t *testing.T) {
 // TestTruncateFullyAndStartAt replaces the log by an empty one at an offset above the
 // end, inside it, and below the start offset; it survives reopen and crash.
 func TestTruncateFullyAndStartAt(t *testing.T) {
-	rng := rand.New(rand.NewSource(8))
 	cfg := truncCfg()
-	src := memTempDir(t)
-	all := buildLog(t, src, cfg, rng, 30)
-	end := lastOffset(all[len(all)-1]) + 1
+	src, _, end := truncSource(t, cfg, 8)
 	for _, at := range []int64{0, 3, end / 2, end, end + 1000} {
 		dir := memTempDir(t)
 		copyDir(t, src, dir)
@@ -187,11 +190,8 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 // time, and appends continue at its end. Cuts in the active segment, in a closed one, at a
 // segment boundary, in a compacted segment (offset gaps), and a full truncation.
 func TestTruncateCrashAtEveryStep(t *testing.T) {
-	rng := rand.New(rand.NewSource(9))
 	cfg := truncCfg()
-	src := memTempDir(t)
-	all := buildLog(t, src, cfg, rng, 30)
-	end := lastOffset(all[len(all)-1]) + 1
+	src, all, end := truncSource(t, cfg, 9)
 
 	l := openT(t, src, cfg, nil)
 	l.mu.RLock()
