@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/kgoext"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -195,22 +196,22 @@ func waitTxnState(t *testing.T, cl *kgo.Client, id, want string) {
 	t.Helper()
 	ctx := testCtx(t)
 	adm := kadm.NewClient(cl)
-	for {
+	err := await.Until(60*time.Second, 10*time.Millisecond, func() error {
 		ds, err := adm.DescribeTransactions(ctx, id)
 		d, ok := ds[id]
 		switch {
 		case err != nil || !ok || d.Err != nil:
 			// A connection the broker's restart closed, or a coordinator loading: ask again.
+			return fmt.Errorf("describe %s: %+v, %v", id, d, err)
 		case d.State == want:
-			return
+			return nil
 		case d.State != "Prepare"+want[len("Complete"):]:
-			t.Fatalf("transaction %s is %s, want %s", id, d.State, want)
+			return await.Stop(fmt.Errorf("transaction %s is %s, want %s", id, d.State, want))
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("transaction %s not %s (last: %+v, %v): %v", id, want, d, err, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
+		return fmt.Errorf("transaction %s is %s", id, d.State)
+	})
+	if err != nil {
+		t.Fatalf("transaction %s not %s: %v", id, want, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/kgoext"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -211,11 +212,13 @@ func TestLongPollDoesNotDelayProduce(t *testing.T) {
 	}()
 	defer func() { cancel(); <-polled }()
 	// Wait until a fetch was written: it is parked for 10 s on the empty topic.
-	for fetches.n.Load() == 0 {
-		if err := ctx.Err(); err != nil {
-			t.Fatal(err)
+	if err := await.Until(10*time.Second, 10*time.Millisecond, func() error {
+		if fetches.n.Load() == 0 {
+			return errors.New("no ShareFetch written yet")
 		}
-		<-time.After(10 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	start := time.Now()
 	for i := range 3 {
