@@ -11,7 +11,6 @@ import (
 	"github.com/exactq/exactq/kgoext"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fastShareBrokerConfig shortens share-group heartbeats and assignment pacing.
@@ -218,15 +217,7 @@ func waitTxnState(t *testing.T, cl *kgo.Client, id, want string) {
 // setGroupConfig sets one group config (IncrementalAlterConfigs, SET).
 func setGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	cfg.Name, cfg.Value = name, kmsg.StringPtr(value)
-	res.Configs = append(res.Configs, cfg)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(testCtx(t), cl)
-	if err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("%s=%s on group %s: %v %+v", name, value, group, err, resp)
+	if err := testbroker.SetGroupConfigs(testCtx(t), cl, group, name, value); err != nil {
+		t.Fatalf("%s=%s on group %s: %v", name, value, group, err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/testbroker"
@@ -188,16 +187,7 @@ func checkRounds(t *testing.T, ctx context.Context, rounds <-chan round, want ma
 
 func setGroupEarliest(t *testing.T, cl *kgo.Client, group string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	v := "earliest"
-	c.Name, c.Op, c.Value = "share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, &v
-	res.Configs = append(res.Configs, c)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("group config: %v %+v", err, resp)
+	if err := testbroker.SetGroupConfigs(context.Background(), cl, group, "share.auto.offset.reset", "earliest"); err != nil {
+		t.Fatalf("group config: %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/share/sharepartition"
 	"github.com/exactq/exactq/internal/testbroker"
@@ -92,16 +91,8 @@ func window(t *testing.T, b *testbroker.Broker, group string) sharepartition.Des
 
 func setEarliest(t *testing.T, addr, group string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	cfg := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	cfg.Name, cfg.Value = "share.auto.offset.reset", kmsg.StringPtr("earliest")
-	res.Configs = append(res.Configs, cfg)
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(testCtx(t), newClient(t, addr))
-	if err != nil || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("share.auto.offset.reset on %s: %v %+v", group, err, resp)
+	if err := testbroker.SetGroupConfigs(testCtx(t), newClient(t, addr), group, "share.auto.offset.reset", "earliest"); err != nil {
+		t.Fatalf("share.auto.offset.reset on %s: %v", group, err)
 	}
 }
 
