@@ -215,9 +215,10 @@ type Log struct {
 	markMu sync.Mutex
 
 	recovery Recovery // how Open found the log; written only by Open
+	rpBytes  int64    // durable growth of the active segment between recovery points
+
 	// pendingTrunc is the truncation Open found in progress (truncate.go); Open redoes it.
 	pendingTrunc *truncIntent
-	rpBytes  int64    // durable growth of the active segment between recovery points
 
 	// Group commit. durable is the end offset of the fsynced prefix.
 	durable atomic.Int64
