@@ -226,7 +226,9 @@ func (sf *segFile) drop() {
 // bytes of a chunk never change while it is held: segments are only appended to (a failed
 // append truncates back to the visible size, never below it), and compaction writes a new
 // file and renames it over the old name, leaving the old file's contents to whoever
-// still has it open.
+// still has it open. The one exception is TruncateTo, which cuts the file it truncates in
+// place (as Kafka does): callers truncate only above what readers are given (the high
+// watermark), so no chunk covers the bytes it removes.
 type fileRefs struct {
 	f     *os.File
 	cache *FileCache

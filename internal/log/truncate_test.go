@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/exactq/exactq/internal/batch"
@@ -386,5 +387,86 @@ func TestTruncateModel(t *testing.T) {
 			}
 		}
 		l.Close()
+	}
+}
+
+// TestTruncateConcurrentReads truncates and appends while readers read, zero-copy and
+// not, below the truncation point (as the broker does: truncation is above the high
+// watermark): what they get is always the batches as appended (run under -race in CI).
+func TestTruncateConcurrentReads(t *testing.T) {
+	cfg := truncCfg()
+	dir := memTempDir(t)
+	l := openT(t, dir, cfg, nil)
+	defer l.Close()
+	var stable [][]byte // never truncated: readers read these
+	for i := 0; i < 20; i++ {
+		bs := clone(valueBatch(2, 100, int64(i)))
+		appendT(t, l, bs...)
+		stable = append(stable, bs...)
+	}
+	hw := l.EndOffset()
+	done := make(chan struct{})
+	errs := make(chan error, 2)
+	for r := 0; r < 2; r++ {
+		go func(zeroCopy bool) {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				off := int64(i) % hw
+				var got []byte
+				if zeroCopy {
+					chunks, _, err := l.ReadChunks(nil, off, 600, hw)
+					if err != nil {
+						errs <- err
+						return
+					}
+					for _, c := range chunks {
+						b := make([]byte, c.Len)
+						if _, err := c.File().ReadAt(b, c.Off); err != nil {
+							errs <- err
+							return
+						}
+						got = append(got, b...)
+						c.Release()
+					}
+				} else {
+					var err error
+					if got, err = l.Read(off, 600, hw); err != nil {
+						errs <- err
+						return
+					}
+				}
+				bs, err := batch.Split(got)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, b := range bs {
+					i := sort.Search(len(stable), func(i int) bool { return lastOffset(stable[i]) >= batch.BaseOffset(b) })
+					if !bytes.Equal(b, stable[i]) {
+						errs <- fmt.Errorf("read at %d: batch %d differs", off, batch.BaseOffset(b))
+						return
+					}
+				}
+			}
+		}(r == 0)
+	}
+	for i := 0; i < 400; i++ {
+		appendT(t, l, clone(valueBatch(1+i%3, 150, 1))...)
+		if i%4 == 3 {
+			if _, err := l.TruncateTo(hw + int64(i%5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(done)
+	for r := 0; r < 2; r++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
