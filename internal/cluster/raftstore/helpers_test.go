@@ -3,6 +3,8 @@ package raftstore
 import (
 	"bytes"
 	"fmt"
+	"io"
+	stdlog "log"
 	"os"
 	"testing"
 
@@ -104,3 +106,6 @@ func memTempDir(t testing.TB) string {
 	}
 	return t.TempDir()
 }
+
+// quietRaft keeps raft's election chatter out of test output.
+var quietRaft = &raft.DefaultLogger{Logger: stdlog.New(io.Discard, "", 0)}

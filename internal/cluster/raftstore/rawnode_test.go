@@ -23,7 +23,7 @@ type node struct {
 func newNode(t *testing.T, s *Store, applied uint64) *node {
 	t.Helper()
 	rn, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: s.Storage(),
-		Applied: applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, CheckQuorum: true, PreVote: true})
+		Applied: applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, CheckQuorum: true, PreVote: true, Logger: quietRaft})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,24 +39,29 @@ func (n *node) drain() {
 		if err := n.s.SaveReady(rd); err != nil {
 			n.t.Fatalf("SaveReady: %v", err)
 		}
-		for _, e := range rd.CommittedEntries {
-			n.applied = append(n.applied, e)
-			switch e.GetType() {
-			case pb.EntryConfChange:
-				var cc pb.ConfChange
-				if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
-					n.t.Fatal(err)
-				}
-				n.cs = n.rn.ApplyConfChange(&cc)
-			case pb.EntryConfChangeV2:
-				var cc pb.ConfChangeV2
-				if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
-					n.t.Fatal(err)
-				}
-				n.cs = n.rn.ApplyConfChange(&cc)
-			}
-		}
+		n.applyCommitted(rd.CommittedEntries)
 		n.rn.Advance(rd)
+	}
+}
+
+// applyCommitted applies committed entries: records them, and applies conf changes.
+func (n *node) applyCommitted(es []*pb.Entry) {
+	n.t.Helper()
+	for _, e := range es {
+		n.applied = append(n.applied, e)
+		var cc pb.ConfChangeI
+		switch e.GetType() {
+		case pb.EntryConfChange:
+			cc = &pb.ConfChange{}
+		case pb.EntryConfChangeV2:
+			cc = &pb.ConfChangeV2{}
+		default:
+			continue
+		}
+		if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
+			n.t.Fatal(err)
+		}
+		n.cs = n.rn.ApplyConfChange(cc)
 	}
 }
 
