@@ -24,6 +24,7 @@ import (
 type model struct {
 	snap    *pb.Snapshot // nil: none yet
 	ents    []*pb.Entry  // the entries after snap, in order
+	behind  []*pb.Entry  // the entries up to snap since the last leader snapshot, in order
 	hs      *pb.HardState
 	durable *pb.HardState
 	term    uint64 // the newest term a generated leader has
@@ -78,8 +79,23 @@ func (r *run) check(t *rapid.T, reopened bool) {
 		t.Fatalf("snapshot %v, want %v", sn.GetMetadata(), r.m.snap.GetMetadata())
 	}
 	first, _ := ms.FirstIndex()
-	if first > r.m.snapIndex()+1 || reopened && first != r.m.snapIndex()+1 {
-		t.Fatalf("first index %d, snapshot at %d", first, r.m.snapIndex())
+	if first > r.m.snapIndex()+1 || reopened && first+r.opts.CatchUpEntries < r.m.snapIndex()+1 {
+		t.Fatalf("first index %d, snapshot at %d, %d entries kept behind at Open", first, r.m.snapIndex(), r.opts.CatchUpEntries)
+	}
+	if n := r.m.snapIndex() + 1 - first; n > 0 {
+		if n > uint64(len(r.m.behind)) {
+			t.Fatalf("the MemoryStorage holds %d entries behind the snapshot, the history has %d", n, len(r.m.behind))
+		}
+		got, err := ms.Entries(first, r.m.snapIndex()+1, 1<<62)
+		if err != nil {
+			t.Fatalf("Entries behind the snapshot: %v", err)
+		}
+		want := r.m.behind[uint64(len(r.m.behind))-n:]
+		for i := range got {
+			if !sameEntry(got[i], want[i]) {
+				t.Fatalf("entry %s behind the snapshot, want %s", describe(got[i]), describe(want[i]))
+			}
+		}
 	}
 	requireEntries(t, "entries", ms, r.m.snapIndex()+1, r.m.ents)
 	hs, cs, _ := ms.InitialState()
@@ -161,7 +177,7 @@ func (r *run) leaderSnapshotOp(t *rapid.T) {
 	if err := r.s.SaveReady(rd); err != nil {
 		t.Fatalf("SaveReady(snapshot): %v", err)
 	}
-	r.m.snap, r.m.ents = snap, nil
+	r.m.snap, r.m.ents, r.m.behind = snap, nil, nil
 	r.m.setHardState(rd.HardState)
 	r.check(t, false)
 }
@@ -173,7 +189,7 @@ func (r *run) snapshotCrashOp(t *rapid.T) {
 	if err := r.s.writeCheckpoint(snap); err != nil {
 		t.Fatal(err)
 	}
-	r.m.snap, r.m.ents = snap, nil
+	r.m.snap, r.m.ents, r.m.behind = snap, nil, nil
 	r.open(t)
 }
 
@@ -192,6 +208,7 @@ func (r *run) checkpointOp(t *rapid.T) {
 	if snap.GetMetadata().GetTerm() != m.termAt(index) {
 		t.Fatalf("checkpoint term %d, entry %d has term %d", snap.GetMetadata().GetTerm(), index, m.termAt(index))
 	}
+	m.behind = append(m.behind, m.ents[:index-m.snapIndex()]...)
 	m.ents = m.ents[index-m.snapIndex():]
 	m.snap = snap
 	r.check(t, false)
@@ -302,6 +319,7 @@ func TestStoreModel(t *testing.T) {
 		dir := filepath.Join(root, fmt.Sprint(n))
 		r := &run{dir: dir, rng: rand.New(rand.NewSource(rapid.Int64().Draw(t, "seed"))), files: log.NewFileCache(8)}
 		r.opts = testOptions(r.files)
+		r.opts.CatchUpEntries = rapid.Uint64Range(0, 8).Draw(t, "catchUp")
 		r.m.hs, r.m.durable = mkHardState(0, 0, 0), mkHardState(0, 0, 0)
 		r.open(t)
 		defer func() { r.s.Close() }()

@@ -105,6 +105,7 @@ func proposed(es []*pb.Entry) [][]byte {
 func TestRawNodeOverStore(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(nil)
+	opts.CatchUpEntries = 3
 	s := openStore(t, dir, opts)
 	n := newNode(t, s, 0)
 	if err := n.rn.Bootstrap([]raft.Peer{{ID: 1}}); err != nil {
@@ -151,6 +152,9 @@ func TestRawNodeOverStore(t *testing.T) {
 		sn, _ := ms.Snapshot()
 		if sn.GetMetadata().GetIndex() != ckptIndex || string(sn.GetData()) != string(image) {
 			t.Fatalf("restart %d: snapshot at %d (%d bytes), want %d", restart, sn.GetMetadata().GetIndex(), len(sn.GetData()), ckptIndex)
+		}
+		if first, _ := ms.FirstIndex(); first > ckptIndex {
+			t.Fatalf("restart %d: the MemoryStorage begins at %d, nothing of the 3 entries kept behind the checkpoint %d", restart, first, ckptIndex)
 		}
 		got, _, _ := ms.InitialState()
 		if got.GetTerm() != hs.GetTerm() || got.GetVote() != hs.GetVote() || got.GetCommit() < ckptIndex || got.GetCommit() > hs.GetCommit() {

@@ -34,7 +34,7 @@
 //     the log with its term. Raft only sends a snapshot to a log that does not hold
 //     (index, term), so Open recognises that state and finishes the reset.
 //  3. Open fills the MemoryStorage from the newest checkpoint whose CRC checks, the log
-//     entries after it, and quorum-state with its Commit raised to the checkpoint's
+//     entries after it (and up to Options.CatchUpEntries before it), and quorum-state with its Commit raised to the checkpoint's
 //     index (raft refuses a Commit below its snapshot). A log that does not reach back to
 //     that checkpoint, a damaged quorum-state or a Commit beyond the log is refused: raft
 //     would be unsafe on it, and nothing can be guessed (a voter must not forget its
@@ -68,6 +68,11 @@ type Options struct {
 	SegmentBytes int64
 	// KeepCheckpoints is how many checkpoint files are kept; 0 = 2.
 	KeepCheckpoints int
+	// CatchUpEntries is how many entries behind the checkpoint Open puts in the
+	// MemoryStorage, when the log still has them, so that a follower lagging less catches up
+	// from the log rather than from a snapshot after this node restarts. The quorum loop
+	// passes the same number to Compact (5,000, etcd's SnapshotCatchUpEntries).
+	CatchUpEntries uint64
 	Now             func() time.Time // batch timestamps; nil = time.Now
 	Files           *log.FileCache   // nil = log.DefaultFileCache()
 	Logger          *slog.Logger     // nil = slog.Default()
@@ -168,20 +173,33 @@ func (s *Store) load() error {
 		if err := s.log.TruncateFullyAndStartAt(int64(index)); err != nil {
 			return err
 		}
+		start = index
 	}
+	// The MemoryStorage starts at the checkpoint, or up to CatchUpEntries before it when
+	// the log holds them: then the oldest of those stands in as the MemoryStorage's base
+	// (a snapshot of no data at its index and term) and the checkpoint is installed over
+	// the entries with CreateSnapshot, as it was when it was taken.
+	from := index
 	if snap != nil {
-		if err := s.mem.ApplySnapshot(snap); err != nil {
+		from = max(start+1, index-min(index, s.opts.CatchUpEntries))
+		if from >= index {
+			from = index
+			if err := s.mem.ApplySnapshot(snap); err != nil {
+				return err
+			}
+		} else if err := s.mem.ApplySnapshot(&pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(from), Term: new(s.termAt(from)),
+			ConfState: snap.GetMetadata().GetConfState()}}); err != nil {
 			return err
 		}
 	}
 	var ents []*pb.Entry
-	err = s.log.Scan(int64(index), func(b []byte) error {
+	err = s.log.Scan(int64(from), func(b []byte) error {
 		e, err := decodeEntry(b)
 		if err != nil {
 			return err
 		}
-		if e.GetIndex() != index+uint64(len(ents))+1 {
-			return fmt.Errorf("entry %d follows entry %d", e.GetIndex(), index+uint64(len(ents)))
+		if e.GetIndex() != from+uint64(len(ents))+1 {
+			return fmt.Errorf("entry %d follows entry %d", e.GetIndex(), from+uint64(len(ents)))
 		}
 		ents = append(ents, e)
 		return nil
@@ -192,7 +210,13 @@ func (s *Store) load() error {
 	if err := s.mem.Append(ents); err != nil {
 		return err
 	}
-	last := index + uint64(len(ents))
+	if from < index {
+		md := snap.GetMetadata()
+		if _, err := s.mem.CreateSnapshot(index, md.GetConfState(), snap.GetData()); err != nil {
+			return err
+		}
+	}
+	last := from + uint64(len(ents))
 	commit := max(hs.GetCommit(), index)
 	if commit > last {
 		return fmt.Errorf("%s commits index %d, the log ends at %d", quorumStateName, commit, last)
