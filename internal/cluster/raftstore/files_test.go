@@ -64,11 +64,24 @@ func TestDecodersRejectDamage(t *testing.T) {
 	}
 }
 
+// framed gives a fuzzer's bytes a valid magic and CRC when it asks for them, so that the
+// decoders' parsing behind the CRC is fuzzed too (random bytes almost never pass a CRC).
+func framed(b []byte, magic string, frame bool) []byte {
+	if !frame {
+		return b
+	}
+	return appendCRC(append([]byte(magic), b...))
+}
+
+// unframed strips a valid file's magic and CRC (seeds for the framed mode).
+func unframed(b []byte, magic string) []byte { return b[len(magic) : len(b)-4] }
+
 func FuzzDecodeHardState(f *testing.F) {
-	f.Add(encodeHardState(mkHardState(5, 2, 99)))
-	f.Add([]byte(qsMagic))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		hs, err := decodeHardState(b)
+	f.Add(encodeHardState(mkHardState(5, 2, 99)), false)
+	f.Add(unframed(encodeHardState(mkHardState(5, 2, 99)), qsMagic), true)
+	f.Add([]byte(qsMagic), false)
+	f.Fuzz(func(t *testing.T, b []byte, frame bool) {
+		hs, err := decodeHardState(framed(b, qsMagic, frame))
 		if err != nil {
 			return
 		}
@@ -81,11 +94,12 @@ func FuzzDecodeHardState(f *testing.F) {
 }
 
 func FuzzDecodeCheckpoint(f *testing.F) {
-	f.Add(encodeCheckpoint(mkSnapshot(40, 3, []uint64{1, 2}, []byte("image"))))
-	f.Add(encodeCheckpoint(mkSnapshot(1, 1, nil, nil)))
-	f.Add([]byte(ckptMagic))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		snap, err := decodeCheckpoint(b)
+	f.Add(encodeCheckpoint(mkSnapshot(40, 3, []uint64{1, 2}, []byte("image"))), false)
+	f.Add(unframed(encodeCheckpoint(mkSnapshot(40, 3, []uint64{1, 2}, []byte("image"))), ckptMagic), true)
+	f.Add(unframed(encodeCheckpoint(mkSnapshot(1, 1, nil, nil)), ckptMagic), true)
+	f.Add([]byte(ckptMagic), false)
+	f.Fuzz(func(t *testing.T, b []byte, frame bool) {
+		snap, err := decodeCheckpoint(framed(b, ckptMagic, frame))
 		if err != nil {
 			return
 		}
