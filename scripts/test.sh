@@ -16,6 +16,8 @@ fi
 phase() { echo "test.sh: $1 took $((SECONDS - phase_start)) s"; phase_start=$SECONDS; }
 phase_start=$SECONDS
 
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then echo "test.sh: not gofmt-formatted:"; echo "$unformatted"; exit 1; fi
 go vet ./...
 go test -count=1 -timeout 40m ./...
 phase "vet and go test ./..."

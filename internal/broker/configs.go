@@ -110,7 +110,9 @@ func (b *Broker) handleAlterConfigs(req *server.Request, r *kmsg.AlterConfigsReq
 		res := kmsg.NewAlterConfigsResponseResource()
 		res.ResourceType, res.ResourceName = rr.ResourceType, rr.ResourceName
 		res.ErrorCode, res.ErrorMessage = b.alterResource(rr.ResourceType, rr.ResourceName, r.ValidateOnly,
-			func(topicconfig.Set) (topicconfig.Set, error) { return topicconfig.ApplyAlter(rr.Configs, b.defaults.topic) },
+			func(topicconfig.Set) (topicconfig.Set, error) {
+				return topicconfig.ApplyAlter(rr.Configs, b.defaults.topic)
+			},
 			func() *adminError { return b.groupCfg.replace(rr.ResourceName, rr.Configs, r.ValidateOnly) })
 		resp.Resources = append(resp.Resources, res)
 	}

@@ -73,9 +73,9 @@ type Options struct {
 	// from the log rather than from a snapshot after this node restarts. The quorum loop
 	// passes the same number to Compact (5,000, etcd's SnapshotCatchUpEntries).
 	CatchUpEntries uint64
-	Now             func() time.Time // batch timestamps; nil = time.Now
-	Files           *log.FileCache   // nil = log.DefaultFileCache()
-	Logger          *slog.Logger     // nil = slog.Default()
+	Now            func() time.Time // batch timestamps; nil = time.Now
+	Files          *log.FileCache   // nil = log.DefaultFileCache()
+	Logger         *slog.Logger     // nil = slog.Default()
 }
 
 // DefaultSegmentBytes is the metadata log's segment size: twice the largest entry (8 MiB).
