@@ -43,6 +43,79 @@ func isWireRequest(req kmsg.Request) bool {
 	return false
 }
 
+// walkWireMetadataRecord walks the body of a metadata record of type t at version, as
+// its ReadBodyFrom reads it; false if the wire package has no such record or version.
+func walkWireMetadataRecord(r *reader, t wire.MetadataRecordType, version int16) bool {
+	if version < 0 {
+		return false
+	}
+	switch t {
+	case wire.MetadataRecordTypeRegisterBrokerRecord:
+		if version > 4 {
+			return false
+		}
+		walkWireRegisterBrokerRecord(r, version)
+	case wire.MetadataRecordTypeUnregisterBrokerRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireUnregisterBrokerRecord(r, version)
+	case wire.MetadataRecordTypeTopicRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireTopicRecord(r, version)
+	case wire.MetadataRecordTypePartitionRecord:
+		if version > 2 {
+			return false
+		}
+		walkWirePartitionRecord(r, version)
+	case wire.MetadataRecordTypeConfigRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireConfigRecord(r, version)
+	case wire.MetadataRecordTypePartitionChangeRecord:
+		if version > 2 {
+			return false
+		}
+		walkWirePartitionChangeRecord(r, version)
+	case wire.MetadataRecordTypeRemoveTopicRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireRemoveTopicRecord(r, version)
+	case wire.MetadataRecordTypeFeatureLevelRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireFeatureLevelRecord(r, version)
+	case wire.MetadataRecordTypeProducerIdsRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireProducerIdsRecord(r, version)
+	case wire.MetadataRecordTypeBrokerRegistrationChangeRecord:
+		if version > 3 {
+			return false
+		}
+		walkWireBrokerRegistrationChangeRecord(r, version)
+	case wire.MetadataRecordTypeClearElrRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireClearElrRecord(r, version)
+	case wire.MetadataRecordTypeClusterRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireClusterRecord(r, version)
+	default:
+		return false
+	}
+	return true
+}
+
 // walkWireInitProducerIDRequest walks a InitProducerIDRequest body as (*wire.InitProducerIDRequest).ReadFrom reads it.
 func walkWireInitProducerIDRequest(r *reader, version int16) {
 	isFlexible := version >= 2
@@ -157,6 +230,489 @@ func walkWireTxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch(r *rea
 	}
 }
 
+// walkWireRegisterBrokerRecord walks a RegisterBrokerRecord body as (*wire.RegisterBrokerRecord).ReadFrom reads it.
+func walkWireRegisterBrokerRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // BrokerID
+		r.skip(4)
+	}
+	if version >= 2 { // IsMigratingZkBroker
+		r.skip(1)
+	}
+	{ // IncarnationID
+		r.skip(16)
+	}
+	{ // BrokerEpoch
+		r.skip(8)
+	}
+	{ // EndPoints
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, wireMinBytes4[b2i(isFlexible)][version], sizeof[wire.RegisterBrokerRecordEndPoint]()); i < n && !r.bad; i++ {
+			walkWireRegisterBrokerRecordEndPoint(r, version, isFlexible)
+		}
+	}
+	{ // Features
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, 6, sizeof[wire.RegisterBrokerRecordFeature]()); i < n && !r.bad; i++ {
+			walkWireRegisterBrokerRecordFeature(r, version, isFlexible)
+		}
+	}
+	{ // Rack
+		r.nullableString(isFlexible)
+	}
+	{ // Fenced
+		r.skip(1)
+	}
+	if version >= 1 { // InControlledShutdown
+		r.skip(1)
+	}
+	if isFlexible {
+		var unknownTags int64
+		for n := r.uvarint(); n > 0 && !r.bad; n-- {
+			switch key := r.uvarint(); key {
+			default:
+				r.skipTag()
+				unknownTags++
+			case 0: // LogDirs
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 16, sizeof[[16]byte]()); i < n && !r.bad; i++ {
+						r.skip(16)
+					}
+					outer.endTag(r)
+				}
+			case 1: // CordonedLogDirs
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 16, sizeof[[16]byte]()); i < n && !r.bad; i++ {
+						r.skip(16)
+					}
+					outer.endTag(r)
+				}
+			}
+		}
+		r.alloc += tagMapBytes(unknownTags)
+	}
+}
+
+// walkWireRegisterBrokerRecordEndPoint walks a wire.RegisterBrokerRecordEndPoint.
+func walkWireRegisterBrokerRecordEndPoint(r *reader, version int16, isFlexible bool) {
+	_ = version
+	{ // Name
+		r.string(isFlexible)
+	}
+	{ // Host
+		r.string(isFlexible)
+	}
+	{ // Port
+		r.skip(2)
+	}
+	{ // SecurityProtocol
+		r.skip(2)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireRegisterBrokerRecordFeature walks a wire.RegisterBrokerRecordFeature.
+func walkWireRegisterBrokerRecordFeature(r *reader, version int16, isFlexible bool) {
+	_ = version
+	{ // Name
+		r.string(isFlexible)
+	}
+	{ // MinSupportedVersion
+		r.skip(2)
+	}
+	{ // MaxSupportedVersion
+		r.skip(2)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireUnregisterBrokerRecord walks a UnregisterBrokerRecord body as (*wire.UnregisterBrokerRecord).ReadFrom reads it.
+func walkWireUnregisterBrokerRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // BrokerID
+		r.skip(4)
+	}
+	{ // BrokerEpoch
+		r.skip(8)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireTopicRecord walks a TopicRecord body as (*wire.TopicRecord).ReadFrom reads it.
+func walkWireTopicRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // Name
+		r.string(isFlexible)
+	}
+	{ // TopicID
+		r.skip(16)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWirePartitionRecord walks a PartitionRecord body as (*wire.PartitionRecord).ReadFrom reads it.
+func walkWirePartitionRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // PartitionID
+		r.skip(4)
+	}
+	{ // TopicID
+		r.skip(16)
+	}
+	{ // Replicas
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+			r.skip(4)
+		}
+	}
+	{ // ISR
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+			r.skip(4)
+		}
+	}
+	{ // RemovingReplicas
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+			r.skip(4)
+		}
+	}
+	{ // AddingReplicas
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+			r.skip(4)
+		}
+	}
+	{ // Leader
+		r.skip(4)
+	}
+	{ // LeaderEpoch
+		r.skip(4)
+	}
+	{ // PartitionEpoch
+		r.skip(4)
+	}
+	if version >= 1 { // Directories
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, 16, sizeof[[16]byte]()); i < n && !r.bad; i++ {
+			r.skip(16)
+		}
+	}
+	if isFlexible {
+		var unknownTags int64
+		for n := r.uvarint(); n > 0 && !r.bad; n-- {
+			switch key := r.uvarint(); key {
+			default:
+				r.skipTag()
+				unknownTags++
+			case 0: // LeaderRecoveryState
+				t := r.tag()
+				{
+					outer, r := r, &t
+					r.skip(1)
+					outer.endTag(r)
+				}
+			case 1: // EligibleLeaderReplicas
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			case 2: // LastKnownELR
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			}
+		}
+		r.alloc += tagMapBytes(unknownTags)
+	}
+}
+
+// walkWireConfigRecord walks a ConfigRecord body as (*wire.ConfigRecord).ReadFrom reads it.
+func walkWireConfigRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // ResourceType
+		r.skip(1)
+	}
+	{ // ResourceName
+		r.string(isFlexible)
+	}
+	{ // Name
+		r.string(isFlexible)
+	}
+	{ // Value
+		r.nullableString(isFlexible)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWirePartitionChangeRecord walks a PartitionChangeRecord body as (*wire.PartitionChangeRecord).ReadFrom reads it.
+func walkWirePartitionChangeRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // PartitionID
+		r.skip(4)
+	}
+	{ // TopicID
+		r.skip(16)
+	}
+	if isFlexible {
+		var unknownTags int64
+		for n := r.uvarint(); n > 0 && !r.bad; n-- {
+			switch key := r.uvarint(); key {
+			default:
+				r.skipTag()
+				unknownTags++
+			case 0: // ISR
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			case 1: // Leader
+				t := r.tag()
+				{
+					outer, r := r, &t
+					r.skip(4)
+					outer.endTag(r)
+				}
+			case 2: // Replicas
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			case 3: // RemovingReplicas
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			case 4: // AddingReplicas
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			case 5: // LeaderRecoveryState
+				t := r.tag()
+				{
+					outer, r := r, &t
+					r.skip(1)
+					outer.endTag(r)
+				}
+			case 6: // EligibleLeaderReplicas
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			case 7: // LastKnownELR
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 4, sizeof[int32]()); i < n && !r.bad; i++ {
+						r.skip(4)
+					}
+					outer.endTag(r)
+				}
+			case 8: // Directories
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 16, sizeof[[16]byte]()); i < n && !r.bad; i++ {
+						r.skip(16)
+					}
+					outer.endTag(r)
+				}
+			}
+		}
+		r.alloc += tagMapBytes(unknownTags)
+	}
+}
+
+// walkWireRemoveTopicRecord walks a RemoveTopicRecord body as (*wire.RemoveTopicRecord).ReadFrom reads it.
+func walkWireRemoveTopicRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // TopicID
+		r.skip(16)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireFeatureLevelRecord walks a FeatureLevelRecord body as (*wire.FeatureLevelRecord).ReadFrom reads it.
+func walkWireFeatureLevelRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // Name
+		r.string(isFlexible)
+	}
+	{ // FeatureLevel
+		r.skip(2)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireProducerIdsRecord walks a ProducerIdsRecord body as (*wire.ProducerIdsRecord).ReadFrom reads it.
+func walkWireProducerIdsRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // BrokerID
+		r.skip(4)
+	}
+	{ // BrokerEpoch
+		r.skip(8)
+	}
+	{ // NextProducerID
+		r.skip(8)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireBrokerRegistrationChangeRecord walks a BrokerRegistrationChangeRecord body as (*wire.BrokerRegistrationChangeRecord).ReadFrom reads it.
+func walkWireBrokerRegistrationChangeRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // BrokerID
+		r.skip(4)
+	}
+	{ // BrokerEpoch
+		r.skip(8)
+	}
+	if isFlexible {
+		var unknownTags int64
+		for n := r.uvarint(); n > 0 && !r.bad; n-- {
+			switch key := r.uvarint(); key {
+			default:
+				r.skipTag()
+				unknownTags++
+			case 0: // Fenced
+				t := r.tag()
+				{
+					outer, r := r, &t
+					r.skip(1)
+					outer.endTag(r)
+				}
+			case 1: // InControlledShutdown
+				t := r.tag()
+				{
+					outer, r := r, &t
+					r.skip(1)
+					outer.endTag(r)
+				}
+			case 2: // LogDirs
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 16, sizeof[[16]byte]()); i < n && !r.bad; i++ {
+						r.skip(16)
+					}
+					outer.endTag(r)
+				}
+			case 3: // CordonedLogDirs
+				t := r.tag()
+				{
+					outer, r := r, &t
+					l := r.arrayLen(isFlexible)
+					for i, n := int32(0), r.elems(l, 16, sizeof[[16]byte]()); i < n && !r.bad; i++ {
+						r.skip(16)
+					}
+					outer.endTag(r)
+				}
+			}
+		}
+		r.alloc += tagMapBytes(unknownTags)
+	}
+}
+
+// walkWireClearElrRecord walks a ClearElrRecord body as (*wire.ClearElrRecord).ReadFrom reads it.
+func walkWireClearElrRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // TopicName
+		r.string(isFlexible)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireClusterRecord walks a ClusterRecord body as (*wire.ClusterRecord).ReadFrom reads it.
+func walkWireClusterRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // ClusterID
+		r.string(isFlexible)
+	}
+	{ // CreatedMillis
+		r.skip(8)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
 // wireMinBytes1: fewest bytes of a TxnShareAcknowledgeRequestTopic, by [isFlexible][version].
 var wireMinBytes1 = [2][7]int64{
 	{20, 20, 20, 20, 20, 20, 20},
@@ -173,4 +729,10 @@ var wireMinBytes2 = [2][7]int64{
 var wireMinBytes3 = [2][7]int64{
 	{20, 20, 20, 20, 20, 20, 20},
 	{18, 18, 18, 18, 18, 18, 18},
+}
+
+// wireMinBytes4: fewest bytes of a RegisterBrokerRecordEndPoint, by [isFlexible][version].
+var wireMinBytes4 = [2][7]int64{
+	{8, 8, 8, 8, 8, 8, 8},
+	{7, 7, 7, 7, 7, 7, 7},
 }

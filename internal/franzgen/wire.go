@@ -143,6 +143,7 @@ func GenerateWire(dir string, settable map[string]bool) []byte {
 		s.WriteDefaultFunc(l)
 		s.WriteNewFunc(l)
 	}
+	writeMetadataRecords(l)
 	for n := range settable {
 		if !found[n] {
 			die("-settable-key %s: no such request in %s", n, dir)
