@@ -1,0 +1,605 @@
+// Package quorum is the metadata quorum loop: one goroutine per node owns the raft
+// RawNode, the raftstore.Store under it and the applied state, and nothing else touches
+// them. Its inputs come through one bounded queue (ticks, raft messages from peers,
+// proposals, "applied index >= N" waiters); a full queue is refused with ErrQueueFull
+// rather than blocking the sender (a peer's lane or a request handler).
+//
+// Per Ready, in raft's order: SaveReady (snapshot, entries, HardState, one fsync), then
+// the messages are sent (never before they are durable), then the committed entries are
+// applied and published, then Advance. Proposals are answered once their entry is
+// applied; when the term changes or this node stops leading, every waiting proposal gets
+// ErrNotController. A new leader accepts proposals only after the empty entry raft
+// appends at the start of its term is applied, so it never answers from less than its
+// log holds.
+//
+// The applied state is the State machine's value (an immutable image): Current returns
+// the newest, Subscribe delivers each one and its delta in order.
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/exactq/exactq/internal/cluster/raftstore"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Machine is what the loop applies committed entries to. The metadata image
+// (internal/cluster/metadata) is meant to meet it through an adapter; until that lands
+// tests use their own. States are immutable values: Apply returns a new one.
+type Machine interface {
+	// Empty is the state of a log with nothing applied.
+	Empty() any
+	// Apply applies one committed entry's data at index to state.
+	Apply(state any, index uint64, data []byte) (next any, delta any, err error)
+	// Encode is state's checkpoint data; Decode reads it back.
+	Encode(state any) ([]byte, error)
+	Decode(data []byte) (any, error)
+}
+
+// Applied is one applied state, published in index order.
+type Applied struct {
+	Index uint64 // the last applied raft index
+	State any    // the Machine's state after Index
+	// Deltas are the Machine's deltas of the entries since the previous Applied, in
+	// order (none after a snapshot, or when only raft's own entries were applied).
+	Deltas []any
+	// Snapshot is true when State was installed from a snapshot rather than by Apply.
+	Snapshot bool
+}
+
+// Errors the loop's callers see.
+var (
+	ErrQueueFull     = errors.New("quorum: input queue full")
+	ErrNotController = errors.New("quorum: not the controller (not the raft leader, or its term's first entry is not applied yet)")
+	ErrStopped       = errors.New("quorum: loop stopped")
+	ErrEmptyProposal = errors.New("quorum: empty proposal") // raft's own entries are empty; ours never are
+)
+
+// Options configure a Loop. Zero values take the design's defaults.
+type Options struct {
+	ID    uint64 // this node's raft id
+	Store *raftstore.Store
+	// Voters bootstraps a new, empty store: the raft ids of the initial voters (this node
+	// among them). Sorted before use, so every voter of a new cluster writes the same
+	// first entries. Ignored when the store has a log.
+	Voters  []uint64
+	Machine Machine
+	// Send delivers raft messages to peers; called on the loop goroutine after the
+	// messages' Ready is durable. It must not block (queue and drop on overload: raft
+	// resends).
+	Send func([]*pb.Message)
+
+	QueueSize    int           // the input queue's capacity; 0 = 4096
+	TickInterval time.Duration // 0 = no ticker: the caller ticks with Tick (tests)
+	ElectionTick int           // ticks; 0 = 10 (quorum.election.timeout.ms 1,000 / 100 ms)
+	// Snapshot cadence: a checkpoint is written once SnapshotBytes of entry data were
+	// applied since the last one (metadata.log.max.record.bytes.between.snapshots, 20 MiB)
+	// or SnapshotInterval passed with something applied (metadata.log.max.snapshot.interval.ms, 1 h).
+	SnapshotBytes    uint64
+	SnapshotInterval time.Duration
+	CatchUpEntries   uint64           // entries kept behind a checkpoint; 0 = 5,000
+	Now              func() time.Time // nil = time.Now
+	Logger           *slog.Logger
+	RaftLogger       raft.Logger // nil = raft's default
+}
+
+// Loop is one node's quorum loop.
+type Loop struct {
+	opts   Options
+	in     chan input
+	done   chan struct{}
+	err    error // why Run stopped; read after done is closed
+	cur    atomic.Pointer[Applied]
+	subsMu sync.Mutex
+	subs   map[*subscriber]struct{}
+
+	// Owned by the Run goroutine.
+	rn            *raft.RawNode
+	cs            *pb.ConfState
+	state         any
+	applied       uint64
+	term          uint64 // the term of the last HardState seen
+	leading       bool
+	serving       bool // leading, and this term's first entry is applied
+	pending       []*proposal
+	waiters       []*waiter
+	lastAssigned  uint64
+	sinceSnapshot uint64
+	snapshotAt    time.Time
+}
+
+type inputKind int
+
+const (
+	inTick inputKind = iota
+	inMessage
+	inPropose
+	inWait
+	inStatus
+)
+
+type input struct {
+	kind   inputKind
+	msg    *pb.Message
+	prop   *proposal
+	wait   *waiter
+	status chan raft.BasicStatus
+}
+
+type proposal struct {
+	data  []byte
+	index uint64 // assigned when raft appended it
+	term  uint64
+	reply chan error
+}
+
+type waiter struct {
+	index uint64
+	reply chan error
+}
+
+type subscriber struct{ ch chan *Applied }
+
+// New makes a loop over opts.Store: a new store is bootstrapped with opts.Voters, a used
+// one restarts from its checkpoint and log. Run starts it.
+func New(opts Options) (*Loop, error) {
+	if opts.ID == 0 || opts.Store == nil || opts.Machine == nil || opts.Send == nil {
+		return nil, errors.New("quorum: ID, Store, Machine and Send are required")
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4096
+	}
+	if opts.ElectionTick <= 0 {
+		opts.ElectionTick = 10
+	}
+	if opts.SnapshotBytes == 0 {
+		opts.SnapshotBytes = 20 << 20
+	}
+	if opts.SnapshotInterval <= 0 {
+		opts.SnapshotInterval = time.Hour
+	}
+	if opts.CatchUpEntries == 0 {
+		opts.CatchUpEntries = 5000
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	l := &Loop{opts: opts, in: make(chan input, opts.QueueSize), done: make(chan struct{}), subs: map[*subscriber]struct{}{}}
+	ms := opts.Store.Storage()
+	snap, err := ms.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	l.state = opts.Machine.Empty()
+	if !raft.IsEmptySnap(snap) {
+		if l.state, err = opts.Machine.Decode(snap.GetData()); err != nil {
+			return nil, fmt.Errorf("quorum: checkpoint %d: %w", snap.GetMetadata().GetIndex(), err)
+		}
+		l.applied = snap.GetMetadata().GetIndex()
+	}
+	cfg := &raft.Config{
+		ID: opts.ID, ElectionTick: opts.ElectionTick, HeartbeatTick: 1, Storage: ms, Applied: l.applied,
+		CheckQuorum: true, PreVote: true, StepDownOnRemoval: true, DisableProposalForwarding: true,
+		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256,
+		MaxUncommittedEntriesSize: 64 << 20, MaxCommittedSizePerReady: 16 << 20,
+		Logger: opts.RaftLogger,
+	}
+	if l.rn, err = raft.NewRawNode(cfg); err != nil {
+		return nil, err
+	}
+	last, _ := ms.LastIndex()
+	hs, cs, _ := ms.InitialState()
+	if last == 0 && raft.IsEmptyHardState(hs) {
+		if len(opts.Voters) == 0 {
+			return nil, errors.New("quorum: a new store needs its voters")
+		}
+		voters := slices.Sorted(slices.Values(opts.Voters))
+		if !slices.Contains(voters, opts.ID) {
+			return nil, fmt.Errorf("quorum: raft id %d is not among the voters %v", opts.ID, voters)
+		}
+		peers := make([]raft.Peer, 0, len(voters))
+		for _, v := range slices.Compact(voters) {
+			peers = append(peers, raft.Peer{ID: v})
+		}
+		if err := l.rn.Bootstrap(peers); err != nil {
+			return nil, err
+		}
+		cs = &pb.ConfState{}
+	}
+	l.cs = cs
+	l.term = hs.GetTerm()
+	l.snapshotAt = opts.Now()
+	l.cur.Store(&Applied{Index: l.applied, State: l.state, Snapshot: !raft.IsEmptySnap(snap)})
+	return l, nil
+}
+
+// Run drives the loop until ctx ends or the store fails; it returns why it stopped.
+// Everything waiting gets ErrStopped.
+func (l *Loop) Run(ctx context.Context) error {
+	err := l.run(ctx)
+	l.err = err
+	close(l.done)
+	for _, p := range l.pending {
+		p.reply <- ErrStopped
+	}
+	for _, w := range l.waiters {
+		w.reply <- ErrStopped
+	}
+	l.subsMu.Lock()
+	for s := range l.subs {
+		close(s.ch)
+		delete(l.subs, s)
+	}
+	l.subsMu.Unlock()
+	return err
+}
+
+func (l *Loop) run(ctx context.Context) error {
+	var tick <-chan time.Time
+	if l.opts.TickInterval > 0 {
+		t := time.NewTicker(l.opts.TickInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	// Handle the bootstrap entries, then a lone voter campaigns at once: zero-config
+	// serve is leader after one Ready rather than after an election timeout.
+	if err := l.handleReady(); err != nil {
+		return err
+	}
+	if len(l.cs.GetVoters()) == 1 && l.cs.GetVoters()[0] == l.opts.ID && len(l.cs.GetLearners()) == 0 {
+		if err := l.rn.Campaign(); err != nil {
+			return err
+		}
+	}
+	for {
+		if err := l.handleReady(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			l.rn.Tick()
+		case in := <-l.in:
+			l.handle(in)
+		}
+	}
+}
+
+func (l *Loop) handle(in input) {
+	switch in.kind {
+	case inTick:
+		l.rn.Tick()
+	case inMessage:
+		// A message for a term or a peer raft no longer knows is raft's to ignore; its
+		// error says only that (ErrStepLocalMsg, ErrStepPeerNotFound).
+		if err := l.rn.Step(in.msg); err != nil {
+			l.opts.Logger.Debug("quorum: step", "from", in.msg.GetFrom(), "type", in.msg.GetType(), "err", err)
+		}
+	case inPropose:
+		if !l.serving {
+			in.prop.reply <- ErrNotController
+			return
+		}
+		if err := l.rn.Propose(in.prop.data); err != nil {
+			if errors.Is(err, raft.ErrProposalDropped) {
+				err = ErrNotController
+			}
+			in.prop.reply <- err
+			return
+		}
+		in.prop.term = l.term
+		l.pending = append(l.pending, in.prop)
+	case inWait:
+		if l.applied >= in.wait.index {
+			in.wait.reply <- nil
+			return
+		}
+		l.waiters = append(l.waiters, in.wait)
+	case inStatus:
+		in.status <- l.rn.BasicStatus()
+	}
+}
+
+func (l *Loop) handleReady() error {
+	for l.rn.HasReady() {
+		rd := l.rn.Ready()
+		if err := l.opts.Store.SaveReady(rd); err != nil {
+			return fmt.Errorf("quorum: %w", err)
+		}
+		if hs := rd.HardState; hs != nil && hs.GetTerm() != l.term {
+			l.term = hs.GetTerm()
+			l.loseLeadership()
+		}
+		if ss := rd.SoftState; ss != nil {
+			leading := ss.RaftState == raft.StateLeader
+			if l.leading && !leading {
+				l.loseLeadership()
+			}
+			l.leading = leading
+		}
+		l.assign(rd.Entries)
+		if len(rd.Messages) > 0 {
+			l.opts.Send(rd.Messages)
+		}
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			if err := l.installSnapshot(rd.Snapshot); err != nil {
+				return err
+			}
+		}
+		if err := l.apply(rd.CommittedEntries); err != nil {
+			return err
+		}
+		l.rn.Advance(rd)
+	}
+	return nil
+}
+
+// assign gives the proposals waiting for their index the entries this node appended as
+// leader, in order: raft appends one entry per accepted Propose, and the only entries
+// without data (its own empty entry) never carry a proposal.
+func (l *Loop) assign(ents []*pb.Entry) {
+	if !l.leading {
+		return
+	}
+	i := 0
+	for i < len(l.pending) && l.pending[i].index != 0 {
+		i++
+	}
+	for _, e := range ents {
+		if e.GetIndex() <= l.lastAssigned || e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 || e.GetTerm() != l.term {
+			continue
+		}
+		l.lastAssigned = e.GetIndex()
+		if i < len(l.pending) {
+			l.pending[i].index = e.GetIndex()
+			i++
+		}
+	}
+}
+
+// loseLeadership fails every waiting proposal: the retry goes to the new controller. An
+// entry it proposed may still commit under the next leader (the retry then meets its own
+// effect, as after a KRaft controller failover).
+func (l *Loop) loseLeadership() {
+	l.serving = false
+	for _, p := range l.pending {
+		p.reply <- ErrNotController
+	}
+	l.pending = nil
+}
+
+func (l *Loop) installSnapshot(snap *pb.Snapshot) error {
+	st, err := l.opts.Machine.Decode(snap.GetData())
+	if err != nil {
+		return fmt.Errorf("quorum: snapshot %d from the leader: %w", snap.GetMetadata().GetIndex(), err)
+	}
+	l.state, l.applied, l.cs = st, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetConfState()
+	l.sinceSnapshot, l.snapshotAt = 0, l.opts.Now()
+	l.publish(&Applied{Index: l.applied, State: st, Snapshot: true})
+	l.release()
+	return nil
+}
+
+func (l *Loop) apply(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	var deltas []any
+	var answers []func() // sent after publishing, so a caller sees its entry in Current
+	for _, e := range ents {
+		if e.GetIndex() <= l.applied {
+			continue
+		}
+		switch e.GetType() {
+		case pb.EntryConfChange, pb.EntryConfChangeV2:
+			var cc pb.ConfChangeI
+			if e.GetType() == pb.EntryConfChange {
+				cc = &pb.ConfChange{}
+			} else {
+				cc = &pb.ConfChangeV2{}
+			}
+			if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
+				return fmt.Errorf("quorum: conf change at %d: %w", e.GetIndex(), err)
+			}
+			l.cs = l.rn.ApplyConfChange(cc)
+		default:
+			if len(e.GetData()) > 0 {
+				st, d, err := l.opts.Machine.Apply(l.state, e.GetIndex(), e.GetData())
+				if err != nil {
+					// Entries are facts the controller validated: one that does not apply
+					// means the images diverged, and going on would spread it.
+					return fmt.Errorf("quorum: applying entry %d: %w", e.GetIndex(), err)
+				}
+				l.state = st
+				if d != nil {
+					deltas = append(deltas, d)
+				}
+				l.sinceSnapshot += uint64(len(e.GetData()))
+			}
+		}
+		l.applied = e.GetIndex()
+		if l.leading && e.GetTerm() == l.term {
+			l.serving = true // this term's first entry (raft's empty one) is applied
+		}
+		for len(l.pending) > 0 && l.pending[0].index != 0 && l.pending[0].index <= l.applied {
+			p := l.pending[0]
+			l.pending = l.pending[1:]
+			var err error
+			if p.index == e.GetIndex() && e.GetTerm() != p.term {
+				err = ErrNotController // its index holds another leader's entry
+			}
+			answers = append(answers, func() { p.reply <- err })
+		}
+	}
+	l.publish(&Applied{Index: l.applied, State: l.state, Deltas: deltas})
+	for _, a := range answers {
+		a()
+	}
+	l.release()
+	return l.maybeCheckpoint()
+}
+
+func (l *Loop) release() {
+	kept := l.waiters[:0]
+	for _, w := range l.waiters {
+		if w.index <= l.applied {
+			w.reply <- nil
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	l.waiters = kept
+}
+
+func (l *Loop) maybeCheckpoint() error {
+	if l.sinceSnapshot == 0 || (l.sinceSnapshot < l.opts.SnapshotBytes && l.opts.Now().Sub(l.snapshotAt) < l.opts.SnapshotInterval) {
+		return nil
+	}
+	data, err := l.opts.Machine.Encode(l.state)
+	if err != nil {
+		return fmt.Errorf("quorum: encoding the checkpoint at %d: %w", l.applied, err)
+	}
+	if _, err := l.opts.Store.Checkpoint(l.applied, l.cs, data); err != nil {
+		return fmt.Errorf("quorum: checkpoint at %d: %w", l.applied, err)
+	}
+	if _, err := l.opts.Store.Compact(l.opts.CatchUpEntries); err != nil {
+		return fmt.Errorf("quorum: compaction after %d: %w", l.applied, err)
+	}
+	l.sinceSnapshot, l.snapshotAt = 0, l.opts.Now()
+	return nil
+}
+
+func (l *Loop) publish(a *Applied) {
+	// Under the lock, so that a subscriber gets a either as its first or on its channel,
+	// never both nor neither.
+	l.subsMu.Lock()
+	defer l.subsMu.Unlock()
+	l.cur.Store(a)
+	for s := range l.subs {
+		select {
+		case s.ch <- a:
+		default:
+			// A subscriber that fell a whole buffer behind cannot be given its deltas in
+			// order any more; its channel is closed and it resubscribes from Current.
+			close(s.ch)
+			delete(l.subs, s)
+		}
+	}
+}
+
+func (l *Loop) enqueue(in input) error {
+	select {
+	case <-l.done:
+		return ErrStopped
+	default:
+	}
+	select {
+	case l.in <- in:
+		return nil
+	default:
+		return ErrQueueFull
+	}
+}
+
+// Tick advances raft's logical clock by one tick (when Options.TickInterval is 0).
+func (l *Loop) Tick() error { return l.enqueue(input{kind: inTick}) }
+
+// Step hands the loop a raft message from a peer.
+func (l *Loop) Step(m *pb.Message) error { return l.enqueue(input{kind: inMessage, msg: m}) }
+
+// Propose proposes data (a metadata batch) and returns once it is applied here, or
+// ErrNotController if this node is not the serving leader or loses leadership first.
+func (l *Loop) Propose(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return ErrEmptyProposal
+	}
+	p := &proposal{data: data, reply: make(chan error, 1)}
+	if err := l.enqueue(input{kind: inPropose, prop: p}); err != nil {
+		return err
+	}
+	return l.await(ctx, p.reply)
+}
+
+// WaitApplied returns once index is applied on this node.
+func (l *Loop) WaitApplied(ctx context.Context, index uint64) error {
+	if l.cur.Load().Index >= index {
+		return nil
+	}
+	w := &waiter{index: index, reply: make(chan error, 1)}
+	if err := l.enqueue(input{kind: inWait, wait: w}); err != nil {
+		return err
+	}
+	return l.await(ctx, w.reply)
+}
+
+func (l *Loop) await(ctx context.Context, reply chan error) error {
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.done:
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return ErrStopped
+		}
+	}
+}
+
+// Status is raft's BasicStatus, read on the loop goroutine.
+func (l *Loop) Status(ctx context.Context) (raft.BasicStatus, error) {
+	ch := make(chan raft.BasicStatus, 1)
+	if err := l.enqueue(input{kind: inStatus, status: ch}); err != nil {
+		return raft.BasicStatus{}, err
+	}
+	select {
+	case st := <-ch:
+		return st, nil
+	case <-ctx.Done():
+		return raft.BasicStatus{}, ctx.Err()
+	case <-l.done:
+		return raft.BasicStatus{}, ErrStopped
+	}
+}
+
+// Current is the newest applied state.
+func (l *Loop) Current() *Applied { return l.cur.Load() }
+
+// Subscribe returns a channel of every Applied after the current one, in order, buffered
+// to buf. A subscriber that lets the buffer fill is dropped: its channel is closed.
+// cancel unsubscribes.
+func (l *Loop) Subscribe(buf int) (first *Applied, ch <-chan *Applied, cancel func()) {
+	s := &subscriber{ch: make(chan *Applied, max(buf, 1))}
+	l.subsMu.Lock()
+	defer l.subsMu.Unlock()
+	select {
+	case <-l.done:
+		close(s.ch)
+		return l.cur.Load(), s.ch, func() {}
+	default:
+	}
+	l.subs[s] = struct{}{}
+	return l.cur.Load(), s.ch, func() {
+		l.subsMu.Lock()
+		defer l.subsMu.Unlock()
+		if _, ok := l.subs[s]; ok {
+			delete(l.subs, s)
+			close(s.ch)
+		}
+	}
+}
