@@ -400,3 +400,40 @@ func unstarted(t *testing.T, id uint64, voters []uint64, queue int) (*Loop, erro
 	t.Cleanup(func() { _ = s.Close() })
 	return New(Options{ID: id, Store: s, Voters: voters, Machine: listMachine{}, Send: func([]*pb.Message) {}, QueueSize: queue, RaftLogger: quietRaft})
 }
+
+// TestLaggingFollowerGetsSnapshot: a follower cut off while the leader checkpoints and
+// compacts past it catches up through MsgSnap, and installs the leader's state.
+func TestLaggingFollowerGetsSnapshot(t *testing.T) {
+	c := newCluster(t, 3, func(o *Options) { o.SnapshotBytes, o.CatchUpEntries = 20, 1 })
+	lead := c.leader()
+	lag := (lead + 1) % 3
+	_, sub, cancel := c.loops[lag].Subscribe(1000)
+	defer cancel()
+	c.setDrop(func(m *pb.Message) bool { return m.GetFrom() == uint64(lag+1) || m.GetTo() == uint64(lag+1) })
+	var want []string
+	for i := range 20 {
+		d := fmt.Sprintf("entry %d", i)
+		want = append(want, d)
+		c.propose(lead, d)
+	}
+	c.setDrop(nil)
+	stopTicks := c.ticker()
+	defer stopTicks()
+	ctx, cancelWait := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelWait()
+	if err := c.loops[lag].WaitApplied(ctx, c.loops[lead].Current().Index); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(c.loops[lag]); !slices.Equal(got, want) {
+		t.Fatalf("the lagging follower has %q", got)
+	}
+	snapshot := false
+	for len(sub) > 0 {
+		if a := <-sub; a != nil && a.Snapshot {
+			snapshot = true
+		}
+	}
+	if !snapshot {
+		t.Fatal("the lagging follower caught up without a snapshot: the leader's log was not compacted past it")
+	}
+}
