@@ -163,10 +163,14 @@ type lcWorker struct {
 	runs     int
 	proc     *exec.Cmd
 	stdin    io.WriteCloser
-	stopping bool
-	exits    []string // how each run ended
-	failed   []string // runs that ended with an unexpected exit code
-	done     chan struct{}
+	stopping bool // the test ends: kill what runs, start nothing
+	// finishing: stop has asked for a graceful end; a run killed before it saw the
+	// request (the test's last fault) is followed by one more, asked to stop at once, so
+	// that the last run always shows the worker's clean shutdown.
+	finishing bool
+	exits     []string // how each run ended
+	failed    []string // runs that ended with an unexpected exit code
+	done      chan struct{}
 }
 
 // startWorker starts a supervised worker; env applies to its first run only.
@@ -216,6 +220,9 @@ func (w *lcWorker) supervise(env []string) {
 			return
 		}
 		w.proc, w.stdin = cmd, stdin
+		if w.finishing {
+			_, _ = io.WriteString(stdin, "stop\n")
+		}
 		w.mu.Unlock()
 
 		sc := bufio.NewScanner(stdout)
@@ -311,7 +318,7 @@ func (w *lcWorker) kill() {
 func (w *lcWorker) stop(t *testing.T) {
 	t.Helper()
 	w.mu.Lock()
-	w.stopping = true
+	w.finishing = true
 	if w.stdin != nil {
 		_, _ = io.WriteString(w.stdin, "stop\n")
 	}
