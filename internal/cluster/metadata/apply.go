@@ -48,39 +48,21 @@ type builder struct {
 	ownedParts                                         map[TopicID]bool
 }
 
-func (b *builder) brokers() map[int32]*Broker {
-	if !b.ownBrokers {
-		b.im.Brokers, b.ownBrokers = maps.Clone(b.im.Brokers), true
+// owned returns *m as this batch's own copy: cloned on the batch's first write, so the
+// image the batch started from keeps its map.
+func owned[K comparable, V any](m *map[K]V, own *bool) map[K]V {
+	if !*own {
+		*m, *own = maps.Clone(*m), true
 	}
-	return b.im.Brokers
+	return *m
 }
 
-func (b *builder) topics() map[TopicID]*Topic {
-	if !b.ownTopics {
-		b.im.TopicsByID, b.ownTopics = maps.Clone(b.im.TopicsByID), true
-	}
-	return b.im.TopicsByID
-}
-
-func (b *builder) names() map[string]TopicID {
-	if !b.ownNames {
-		b.im.TopicsByName, b.ownNames = maps.Clone(b.im.TopicsByName), true
-	}
-	return b.im.TopicsByName
-}
-
+func (b *builder) brokers() map[int32]*Broker { return owned(&b.im.Brokers, &b.ownBrokers) }
+func (b *builder) topics() map[TopicID]*Topic { return owned(&b.im.TopicsByID, &b.ownTopics) }
+func (b *builder) names() map[string]TopicID  { return owned(&b.im.TopicsByName, &b.ownNames) }
+func (b *builder) features() map[string]int16 { return owned(&b.im.Features, &b.ownFt) }
 func (b *builder) configs() map[ConfigResource]map[string]string {
-	if !b.ownConfigs {
-		b.im.Configs, b.ownConfigs = maps.Clone(b.im.Configs), true
-	}
-	return b.im.Configs
-}
-
-func (b *builder) features() map[string]int16 {
-	if !b.ownFt {
-		b.im.Features, b.ownFt = maps.Clone(b.im.Features), true
-	}
-	return b.im.Features
+	return owned(&b.im.Configs, &b.ownConfigs)
 }
 
 // topic returns a topic this batch may change (a copy, with its own partition slice).
