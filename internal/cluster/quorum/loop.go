@@ -115,6 +115,7 @@ type Loop struct {
 	lastAssigned  uint64
 	sinceSnapshot uint64
 	snapshotAt    time.Time
+	begun         bool // Poll did begin
 }
 
 type inputKind int
@@ -229,6 +230,12 @@ func New(opts Options) (*Loop, error) {
 // Everything waiting gets ErrStopped.
 func (l *Loop) Run(ctx context.Context) error {
 	err := l.run(ctx)
+	l.stop(err)
+	return err
+}
+
+// stop ends the loop with err: everything waiting gets ErrStopped, subscriptions close.
+func (l *Loop) stop(err error) {
 	l.err = err
 	close(l.done)
 	for _, p := range l.pending {
@@ -243,7 +250,21 @@ func (l *Loop) Run(ctx context.Context) error {
 		delete(l.subs, s)
 	}
 	l.subsMu.Unlock()
-	return err
+}
+
+// begin is the loop's start: the bootstrap entries' Ready, then a lone voter campaigns
+// at once (zero-config serve is leader after one Ready rather than after an election
+// timeout).
+func (l *Loop) begin() error {
+	if err := l.handleReady(); err != nil {
+		return err
+	}
+	if len(l.cs.GetVoters()) == 1 && l.cs.GetVoters()[0] == l.opts.ID && len(l.cs.GetLearners()) == 0 {
+		if err := l.rn.Campaign(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (l *Loop) run(ctx context.Context) error {
@@ -253,15 +274,8 @@ func (l *Loop) run(ctx context.Context) error {
 		defer t.Stop()
 		tick = t.C
 	}
-	// Handle the bootstrap entries, then a lone voter campaigns at once: zero-config
-	// serve is leader after one Ready rather than after an election timeout.
-	if err := l.handleReady(); err != nil {
+	if err := l.begin(); err != nil {
 		return err
-	}
-	if len(l.cs.GetVoters()) == 1 && l.cs.GetVoters()[0] == l.opts.ID && len(l.cs.GetLearners()) == 0 {
-		if err := l.rn.Campaign(); err != nil {
-			return err
-		}
 	}
 	for {
 		if err := l.handleReady(); err != nil {
@@ -523,15 +537,67 @@ func (l *Loop) Step(m *pb.Message) error { return l.enqueue(input{kind: inMessag
 // Propose proposes data (a metadata batch) and returns once it is applied here, or
 // ErrNotController if this node is not the serving leader or loses leadership first.
 func (l *Loop) Propose(ctx context.Context, data []byte) error {
+	reply, err := l.ProposeAsync(data)
+	if err != nil {
+		return err
+	}
+	return l.await(ctx, reply)
+}
+
+// ProposeAsync queues a proposal of data and returns at once; the channel gets Propose's
+// answer (nil once the entry is applied here), exactly once, unless the loop is dropped
+// without stopping (a simulated crash).
+func (l *Loop) ProposeAsync(data []byte) (<-chan error, error) {
 	if len(data) == 0 {
-		return ErrEmptyProposal
+		return nil, ErrEmptyProposal
 	}
 	p := &proposal{data: data, reply: make(chan error, 1)}
 	if err := l.enqueue(input{kind: inPropose, prop: p}); err != nil {
-		return err
+		return nil, err
 	}
-	return l.await(ctx, p.reply)
+	return p.reply, nil
 }
+
+// Poll drives the loop on the caller's goroutine instead of Run (the deterministic
+// simulation, sim/cluster): it handles every input queued so far (Tick, Step,
+// ProposeAsync, WaitApplied), one at a time in order, each followed by the Readys it
+// causes (SaveReady, Send, apply and publish, Advance), exactly as Run would, and
+// returns how many it handled. The first call also does what Run does at start (the
+// bootstrap entries, a lone voter's campaign). An error stops the loop as it would stop
+// Run (everything waiting gets ErrStopped); later calls return it again. Never call
+// Poll on a loop that Run drives, nor from two goroutines.
+func (l *Loop) Poll() (int, error) {
+	select {
+	case <-l.done:
+		return 0, l.err
+	default:
+	}
+	if !l.begun {
+		l.begun = true
+		if err := l.begin(); err != nil {
+			l.stop(err)
+			return 0, err
+		}
+	}
+	n := 0
+	for {
+		if err := l.handleReady(); err != nil {
+			l.stop(err)
+			return n, err
+		}
+		select {
+		case in := <-l.in:
+			l.handle(in)
+			n++
+		default:
+			return n, nil
+		}
+	}
+}
+
+// RaftStatus is raft's BasicStatus read directly: only for the goroutine that calls
+// Poll (Status asks the Run goroutine).
+func (l *Loop) RaftStatus() raft.BasicStatus { return l.rn.BasicStatus() }
 
 // WaitApplied returns once index is applied on this node.
 func (l *Loop) WaitApplied(ctx context.Context, index uint64) error {
@@ -545,7 +611,7 @@ func (l *Loop) WaitApplied(ctx context.Context, index uint64) error {
 	return l.await(ctx, w.reply)
 }
 
-func (l *Loop) await(ctx context.Context, reply chan error) error {
+func (l *Loop) await(ctx context.Context, reply <-chan error) error {
 	select {
 	case err := <-reply:
 		return err
