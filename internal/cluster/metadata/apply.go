@@ -27,7 +27,16 @@ type Delta struct {
 // wrapping ErrRefused and naming the first record that does not fit (im is unchanged;
 // images are never changed).
 func Apply(im *Image, batch []wire.MetadataRecord) (*Image, *Delta, error) {
-	b := &builder{im: *im, d: &Delta{Before: im, topics: map[TopicID]struct{}{}, brokers: map[int32]struct{}{},
+	return ApplyEntry(im, 0, batch)
+}
+
+// ApplyEntry is Apply for the batch of the raft entry at index (0: not from the log, a
+// checkpoint's replay or a test). A RegisterBrokerRecord with BrokerEpoch -1 gets index as
+// its epoch, KRaft's rule that a broker's epoch is the offset of its registration: the
+// controller cannot know the index when it writes the record, and every node applying the
+// entry must agree on the epoch.
+func ApplyEntry(im *Image, index uint64, batch []wire.MetadataRecord) (*Image, *Delta, error) {
+	b := &builder{im: *im, index: index, d: &Delta{Before: im, topics: map[TopicID]struct{}{}, brokers: map[int32]struct{}{},
 		configs: map[ConfigResource]struct{}{}, features: map[string]struct{}{}}, ownedParts: map[TopicID]bool{}}
 	for i, r := range batch {
 		if err := b.apply(r); err != nil {
@@ -43,6 +52,7 @@ func Apply(im *Image, batch []wire.MetadataRecord) (*Image, *Delta, error) {
 // the batch writes it, and each topic the first time it changes one of its partitions.
 type builder struct {
 	im                                                 Image
+	index                                              uint64 // the entry's raft index; 0 outside the log
 	d                                                  *Delta
 	ownBrokers, ownTopics, ownNames, ownConfigs, ownFt bool
 	ownedParts                                         map[TopicID]bool
@@ -93,6 +103,17 @@ func (b *builder) apply(r wire.MetadataRecord) error {
 		}
 		b.im.Cluster = Cluster{ID: r.ClusterID, CreatedMillis: r.CreatedMillis}
 	case *wire.RegisterBrokerRecord:
+		if r.BrokerEpoch == -1 {
+			if b.index == 0 {
+				return fmt.Errorf("broker %d: epoch -1 (the entry's index) outside a log entry", r.BrokerID)
+			}
+			c := *r
+			c.BrokerEpoch = int64(b.index)
+			r = &c
+		}
+		if r.BrokerEpoch < 0 {
+			return fmt.Errorf("broker %d: epoch %d", r.BrokerID, r.BrokerEpoch)
+		}
 		if old, ok := b.im.Brokers[r.BrokerID]; ok && r.BrokerEpoch <= old.Epoch {
 			return fmt.Errorf("broker %d epoch %d does not grow from %d", r.BrokerID, r.BrokerEpoch, old.Epoch)
 		}

@@ -32,9 +32,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Machine is what the loop applies committed entries to. The metadata image
-// (internal/cluster/metadata) is meant to meet it through an adapter; until that lands
-// tests use their own. States are immutable values: Apply returns a new one.
+// Machine is what the loop applies committed entries to: metadata.Machine in exactq (the
+// image), small ones of their own in this package's tests. States are immutable values:
+// Apply returns a new one.
 type Machine interface {
 	// Empty is the state of a log with nothing applied.
 	Empty() any
@@ -140,7 +140,14 @@ type proposal struct {
 	data  []byte
 	index uint64 // assigned when raft appended it
 	term  uint64
-	reply chan error
+	reply chan Proposed
+}
+
+// Proposed is a proposal's answer: the raft index of its entry once applied here, or why
+// it was not (ErrNotController, ErrStopped).
+type Proposed struct {
+	Index uint64
+	Err   error
 }
 
 type waiter struct {
@@ -239,7 +246,7 @@ func (l *Loop) stop(err error) {
 	l.err = err
 	close(l.done)
 	for _, p := range l.pending {
-		p.reply <- ErrStopped
+		p.reply <- Proposed{Err: ErrStopped}
 	}
 	for _, w := range l.waiters {
 		w.reply <- ErrStopped
@@ -304,14 +311,14 @@ func (l *Loop) handle(in input) {
 		}
 	case inPropose:
 		if !l.serving {
-			in.prop.reply <- ErrNotController
+			in.prop.reply <- Proposed{Err: ErrNotController}
 			return
 		}
 		if err := l.rn.Propose(in.prop.data); err != nil {
 			if errors.Is(err, raft.ErrProposalDropped) {
 				err = ErrNotController
 			}
-			in.prop.reply <- err
+			in.prop.reply <- Proposed{Err: err}
 			return
 		}
 		in.prop.term = l.term
@@ -390,7 +397,7 @@ func (l *Loop) assign(ents []*pb.Entry) {
 func (l *Loop) loseLeadership() {
 	l.serving = false
 	for _, p := range l.pending {
-		p.reply <- ErrNotController
+		p.reply <- Proposed{Err: ErrNotController}
 	}
 	l.pending = nil
 }
@@ -451,11 +458,11 @@ func (l *Loop) apply(ents []*pb.Entry) error {
 		for len(l.pending) > 0 && l.pending[0].index != 0 && l.pending[0].index <= l.applied {
 			p := l.pending[0]
 			l.pending = l.pending[1:]
-			var err error
+			ans := Proposed{Index: p.index}
 			if p.index == e.GetIndex() && e.GetTerm() != p.term {
-				err = ErrNotController // its index holds another leader's entry
+				ans = Proposed{Err: ErrNotController} // its index holds another leader's entry
 			}
-			answers = append(answers, func() { p.reply <- err })
+			answers = append(answers, func() { p.reply <- ans })
 		}
 	}
 	l.publish(&Applied{Index: l.applied, State: l.state, Deltas: deltas})
@@ -534,24 +541,36 @@ func (l *Loop) Tick() error { return l.enqueue(input{kind: inTick}) }
 // Step hands the loop a raft message from a peer.
 func (l *Loop) Step(m *pb.Message) error { return l.enqueue(input{kind: inMessage, msg: m}) }
 
-// Propose proposes data (a metadata batch) and returns once it is applied here, or
-// ErrNotController if this node is not the serving leader or loses leadership first.
-func (l *Loop) Propose(ctx context.Context, data []byte) error {
+// Propose proposes data (a metadata batch) and returns its entry's raft index once it is
+// applied here, or ErrNotController if this node is not the serving leader or loses
+// leadership first.
+func (l *Loop) Propose(ctx context.Context, data []byte) (uint64, error) {
 	reply, err := l.ProposeAsync(data)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return l.await(ctx, reply)
+	select {
+	case p := <-reply:
+		return p.Index, p.Err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-l.done:
+		select {
+		case p := <-reply:
+			return p.Index, p.Err
+		default:
+			return 0, ErrStopped
+		}
+	}
 }
 
 // ProposeAsync queues a proposal of data and returns at once; the channel gets Propose's
-// answer (nil once the entry is applied here), exactly once, unless the loop is dropped
-// without stopping (a simulated crash).
-func (l *Loop) ProposeAsync(data []byte) (<-chan error, error) {
+// answer, exactly once, unless the loop is dropped without stopping (a simulated crash).
+func (l *Loop) ProposeAsync(data []byte) (<-chan Proposed, error) {
 	if len(data) == 0 {
 		return nil, ErrEmptyProposal
 	}
-	p := &proposal{data: data, reply: make(chan error, 1)}
+	p := &proposal{data: data, reply: make(chan Proposed, 1)}
 	if err := l.enqueue(input{kind: inPropose, prop: p}); err != nil {
 		return nil, err
 	}

@@ -176,7 +176,7 @@ func (c *cluster) propose(i int, data string) {
 		c.tickAll()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := c.loops[i].Propose(ctx, []byte(data))
+		_, err := c.loops[i].Propose(ctx, []byte(data))
 		if errors.Is(err, ErrNotController) {
 			return err
 		}
@@ -202,8 +202,12 @@ func TestOneVoter(t *testing.T) {
 		d := fmt.Sprintf("entry %d", i)
 		want = append(want, d)
 		// No ticks: a lone voter campaigned at start and serves without an election.
-		if err := l.Propose(context.Background(), []byte(d)); err != nil {
+		idx, err := l.Propose(context.Background(), []byte(d))
+		if err != nil {
 			t.Fatalf("proposal %d: %v", i, err)
+		}
+		if cur := l.Current().Index; idx != cur {
+			t.Fatalf("proposal %d answered index %d; the last applied is %d", i, idx, cur)
 		}
 		if got := state(l); !slices.Equal(got, want) {
 			t.Fatalf("after proposal %d the state is %q", i, got)
@@ -257,7 +261,7 @@ func TestThreeVoters(t *testing.T) {
 		c.propose(lead, d)
 	}
 	follower := (lead + 1) % 3
-	if err := c.loops[follower].Propose(context.Background(), []byte("x")); !errors.Is(err, ErrNotController) {
+	if _, err := c.loops[follower].Propose(context.Background(), []byte("x")); !errors.Is(err, ErrNotController) {
 		t.Fatalf("a follower's Propose: %v", err)
 	}
 	applied := c.loops[lead].Current().Index
@@ -324,7 +328,10 @@ func TestLeaderLossFailsWaiters(t *testing.T) {
 	c.propose(lead, "committed")
 	c.setDrop(func(m *pb.Message) bool { return m.GetFrom() == uint64(lead+1) || m.GetTo() == uint64(lead+1) })
 	got := make(chan error, 1)
-	go func() { got <- c.loops[lead].Propose(context.Background(), []byte("lost")) }()
+	go func() {
+		_, err := c.loops[lead].Propose(context.Background(), []byte("lost"))
+		got <- err
+	}()
 	stopTicks := c.ticker()
 	defer stopTicks()
 	select {
@@ -351,7 +358,7 @@ func TestNewLeaderServesAfterItsFirstEntry(t *testing.T) {
 	if st.RaftState != raft.StateLeader {
 		t.Fatalf("state %v", st.RaftState)
 	}
-	if err := c.loops[0].Propose(context.Background(), []byte("too early")); !errors.Is(err, ErrNotController) {
+	if _, err := c.loops[0].Propose(context.Background(), []byte("too early")); !errors.Is(err, ErrNotController) {
 		t.Fatalf("a leader whose first entry is not applied accepted a proposal: %v", err)
 	}
 	c.setDrop(nil)
@@ -376,7 +383,7 @@ func TestQueueFull(t *testing.T) {
 	if err := l.Tick(); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("third tick: %v", err)
 	}
-	if err := l.Propose(context.Background(), []byte("x")); !errors.Is(err, ErrQueueFull) {
+	if _, err := l.Propose(context.Background(), []byte("x")); !errors.Is(err, ErrQueueFull) {
 		t.Fatalf("propose: %v", err)
 	}
 	if err := l.Step(&pb.Message{}); !errors.Is(err, ErrQueueFull) {

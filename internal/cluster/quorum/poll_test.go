@@ -106,8 +106,8 @@ func TestPollDrivesLoops(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.settle()
-		if err := <-refused; !errors.Is(err, ErrNotController) {
-			t.Fatalf("a follower's proposal: %v, want ErrNotController", err)
+		if ans := <-refused; !errors.Is(ans.Err, ErrNotController) {
+			t.Fatalf("a follower's proposal: %v, want ErrNotController", ans.Err)
 		}
 		reply, err := lead.ProposeAsync([]byte("a"))
 		if err != nil {
@@ -115,9 +115,9 @@ func TestPollDrivesLoops(t *testing.T) {
 		}
 		p.settle()
 		select {
-		case err := <-reply:
-			if err != nil {
-				t.Fatalf("proposal: %v", err)
+		case ans := <-reply:
+			if ans.Err != nil || ans.Index == 0 {
+				t.Fatalf("proposal: %+v", ans)
 			}
 		default:
 			t.Fatal("the proposal is not answered after the loops settled")
