@@ -94,13 +94,16 @@ type Options struct {
 
 // Loop is one node's quorum loop.
 type Loop struct {
-	opts   Options
-	in     chan input
-	done   chan struct{}
-	err    error // why Run stopped; read after done is closed
-	cur    atomic.Pointer[Applied]
-	subsMu sync.Mutex
-	subs   map[*subscriber]struct{}
+	opts Options
+	in   chan input
+	done chan struct{}
+	err  error // why Run stopped; read after done is closed
+	cur  atomic.Pointer[Applied]
+	// servingTerm is the term this node serves as controller in, 0 when it does not
+	// (written by the loop goroutine, read by anyone through Serving).
+	servingTerm atomic.Uint64
+	subsMu      sync.Mutex
+	subs        map[*subscriber]struct{}
 
 	// Owned by the Run goroutine.
 	rn            *raft.RawNode
@@ -396,6 +399,7 @@ func (l *Loop) assign(ents []*pb.Entry) {
 // effect, as after a KRaft controller failover).
 func (l *Loop) loseLeadership() {
 	l.serving = false
+	l.servingTerm.Store(0)
 	for _, p := range l.pending {
 		p.reply <- Proposed{Err: ErrNotController}
 	}
@@ -454,6 +458,7 @@ func (l *Loop) apply(ents []*pb.Entry) error {
 		l.applied = e.GetIndex()
 		if l.leading && e.GetTerm() == l.term {
 			l.serving = true // this term's first entry (raft's empty one) is applied
+			l.servingTerm.Store(l.term)
 		}
 		for len(l.pending) > 0 && l.pending[0].index != 0 && l.pending[0].index <= l.applied {
 			p := l.pending[0]
@@ -659,6 +664,26 @@ func (l *Loop) Status(ctx context.Context) (raft.BasicStatus, error) {
 		return raft.BasicStatus{}, ctx.Err()
 	case <-l.done:
 		return raft.BasicStatus{}, ErrStopped
+	}
+}
+
+// Serving reports whether this node is the serving leader (the controller): raft leader
+// with its term's first entry applied, so proposals are accepted; term is that term.
+func (l *Loop) Serving() (term uint64, ok bool) {
+	t := l.servingTerm.Load()
+	return t, t != 0
+}
+
+// Done is closed when the loop has stopped; Err then says why.
+func (l *Loop) Done() <-chan struct{} { return l.done }
+
+// Err is why the loop stopped, once Done is closed.
+func (l *Loop) Err() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
 	}
 }
 

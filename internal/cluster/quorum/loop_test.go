@@ -195,6 +195,14 @@ func state(l *Loop) []string { return l.Current().State.([]string) }
 func TestOneVoter(t *testing.T) {
 	c := newCluster(t, 1, func(o *Options) { o.SnapshotBytes = 40 })
 	l := c.loops[0]
+	if err := await.Until(5*time.Second, time.Millisecond, func() error {
+		if _, ok := l.Serving(); !ok {
+			return errors.New("a lone voter does not serve")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	first, sub, cancel := l.Subscribe(100)
 	defer cancel()
 	var want []string
@@ -338,6 +346,9 @@ func TestLeaderLossFailsWaiters(t *testing.T) {
 	case err := <-got:
 		if !errors.Is(err, ErrNotController) {
 			t.Fatalf("the cut-off leader's proposal: %v", err)
+		}
+		if _, ok := c.loops[lead].Serving(); ok {
+			t.Fatal("the cut-off leader still says it serves")
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the cut-off leader's proposal still waits")
