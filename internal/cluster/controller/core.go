@@ -1,0 +1,216 @@
+// Package controller is the metadata controller that runs on the raft leader
+// (docs/architecture.md, "The controller is the raft leader"): broker registration,
+// heartbeats and fencing, controlled shutdown, the restart rule, and producer-id blocks.
+//
+// Core is the pure part: no goroutines, no I/O, the clock passed in. Given the latest
+// image (the committed one plus this controller's own batches not applied yet) and a
+// request, it returns the records to propose and how to answer once they are applied,
+// or an error answer at once. Driver owns a Core on one goroutine and proposes its
+// batches through a Quorum.
+package controller
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/exactq/exactq/internal/cluster/metadata"
+	"github.com/exactq/exactq/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config is the controller's timing and bounds. Zero values take Kafka's defaults.
+type Config struct {
+	// SessionTimeout is broker.session.timeout.ms (9 s): an unfenced broker not heard
+	// from for longer is fenced at the next tick.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is broker.heartbeat.interval.ms (2 s). A registered broker silent
+	// for two intervals may be replaced by a new incarnation at once (the restart rule).
+	HeartbeatInterval time.Duration
+	// MaxPartitionChanges bounds the PartitionChangeRecords of one batch (0 = 10,000,
+	// Kafka's MAX_RECORDS_PER_USER_OP), which keeps a batch far below the 8 MiB entry
+	// limit; the rest of a fence or unfence is done at the next ticks.
+	MaxPartitionChanges int
+}
+
+// ProducerIDBlockSize is how many producer ids one AllocateProducerIds hands out
+// (Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+const ProducerIDBlockSize = 1000
+
+func (c Config) withDefaults() Config {
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 9 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 2 * time.Second
+	}
+	if c.MaxPartitionChanges <= 0 {
+		c.MaxPartitionChanges = 10_000
+	}
+	return c
+}
+
+// Core is one controller term's decisions. It lives as long as this node leads one
+// term: a new term gets a new Core, so heartbeat times are only ever this controller's
+// own (a new controller starts every unfenced broker's session at its first tick, as
+// KRaft's does). Not safe for concurrent use.
+type Core struct {
+	cfg Config
+	// sessions are the brokers heard from (or, unfenced, started at a tick) in this term,
+	// by id; a session of another epoch than the broker's registered one is stale.
+	sessions map[int32]*session
+	// rescan asks the next tick to look at every partition: set at the start of a term
+	// and when a batch left partition changes for later (MaxPartitionChanges).
+	rescan bool
+}
+
+type session struct {
+	epoch       int64
+	lastContact time.Time // the last heartbeat, or when the session was started at a tick
+	// lastHeartbeat is when this epoch last heartbeated to this controller; zero if it
+	// has not since this controller became leader (then the restart rule lets a new
+	// incarnation replace it at once).
+	lastHeartbeat time.Time
+}
+
+// New returns the Core of a new term.
+func New(cfg Config) *Core {
+	return &Core{cfg: cfg.withDefaults(), sessions: map[int32]*session{}, rescan: true}
+}
+
+// Result is what the controller does with one request or tick.
+type Result struct {
+	// Records are the batch to propose, in order; none when nothing changes.
+	Records []wire.MetadataRecord
+	// Next is latest after Records, applied speculatively; nil when Records is empty or
+	// Barrier is set.
+	Next *metadata.Image
+	// Barrier is set when Records register a broker: its epoch is the raft index of the
+	// entry (metadata.ApplyEntry gives it; the record carries -1), which nobody knows
+	// before it is applied, so nothing else may be decided on latest until it is.
+	Barrier bool
+	// Reply builds the answer: with Records, once they are applied at index; without,
+	// once everything proposed before is applied (index is then 0). Nil for a tick.
+	Reply func(index uint64) kmsg.Response
+	// Immediate is set when Reply is an error that is answered at once (nothing to wait
+	// for, as Kafka answers a request its controller refuses).
+	Immediate bool
+}
+
+// Handle decides req against latest at now. It returns an error only for a request
+// that is not a controller request of this package.
+func (c *Core) Handle(latest *metadata.Image, now time.Time, req kmsg.Request) (Result, error) {
+	var r Result
+	switch req := req.(type) {
+	case *kmsg.BrokerRegistrationRequest:
+		r = c.register(latest, now, req)
+	case *kmsg.BrokerHeartbeatRequest:
+		r = c.heartbeat(latest, now, req)
+	case *kmsg.UnregisterBrokerRequest:
+		r = c.unregister(latest, req)
+	case *kmsg.AllocateProducerIDsRequest:
+		r = c.allocateProducerIDs(latest, req)
+	default:
+		return Result{}, fmt.Errorf("controller: %T is not a controller request", req)
+	}
+	if len(r.Records) > 0 {
+		if err := c.check(latest, &r); err != nil {
+			// A batch that does not apply would stop every node's quorum loop; it is a
+			// bug here, answered as Kafka answers one.
+			r = errorResult(req, kerr.UnknownServerError, err.Error())
+		}
+	}
+	return r, nil
+}
+
+// Tick runs the controller's timers at now: sessions of unfenced brokers start (the
+// first tick of a term) and expired ones are fenced, one broker per tick (Kafka fences
+// one at a time so each fence is visible before the next); and, when something was
+// left for later, leaderships are repaired. Records are empty when nothing is due.
+func (c *Core) Tick(latest *metadata.Image, now time.Time) Result {
+	for _, id := range sortedBrokerIDs(latest) {
+		br := latest.Brokers[id]
+		if br.Fenced {
+			continue
+		}
+		if s := c.sessions[id]; s == nil || s.epoch != br.Epoch {
+			c.sessions[id] = &session{epoch: br.Epoch, lastContact: now}
+		}
+	}
+	for id, s := range c.sessions {
+		if br := latest.Brokers[id]; br == nil || br.Epoch != s.epoch {
+			delete(c.sessions, id) // unregistered or registered again
+		}
+	}
+	var r Result
+	for _, id := range sortedBrokerIDs(latest) {
+		br := latest.Brokers[id]
+		if s := c.sessions[id]; !br.Fenced && now.Sub(s.lastContact) > c.cfg.SessionTimeout {
+			r.Records = c.fence(latest, br)
+			delete(c.sessions, id)
+			break
+		}
+	}
+	if len(r.Records) == 0 && c.rescan {
+		c.rescan = false
+		r.Records = c.repairLeaders(latest)
+	}
+	if len(r.Records) > 0 {
+		if err := c.check(latest, &r); err != nil {
+			panic(fmt.Sprintf("controller: a tick's batch does not apply: %v", err))
+		}
+	}
+	return r
+}
+
+// check applies r's records to latest as the log will, setting r.Next. A registration's
+// epoch -1 is given an index above every epoch, as its real index will be.
+func (c *Core) check(latest *metadata.Image, r *Result) error {
+	index := uint64(0)
+	if r.Barrier {
+		index = math.MaxInt64
+	}
+	next, _, err := metadata.ApplyEntry(latest, index, r.Records)
+	if err != nil {
+		return err
+	}
+	if !r.Barrier {
+		r.Next = next
+	}
+	return nil
+}
+
+// errorResult is an immediate answer of code to req.
+func errorResult(req kmsg.Request, code *kerr.Error, msg string) Result {
+	return Result{Immediate: true, Reply: func(uint64) kmsg.Response { return ErrorResponse(req, code, msg) }}
+}
+
+// ErrorResponse is req's response carrying code (NOT_CONTROLLER when this node does not
+// lead, for instance), at req's version.
+func ErrorResponse(req kmsg.Request, code *kerr.Error, msg string) kmsg.Response {
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	switch resp := resp.(type) {
+	case *kmsg.BrokerRegistrationResponse:
+		resp.ErrorCode, resp.BrokerEpoch = code.Code, -1
+	case *kmsg.BrokerHeartbeatResponse:
+		resp.ErrorCode = code.Code
+	case *kmsg.UnregisterBrokerResponse:
+		resp.ErrorCode = code.Code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+	case *kmsg.AllocateProducerIDsResponse:
+		resp.ErrorCode = code.Code
+	}
+	return resp
+}
+
+// at returns r written at its highest version, as the checkpoint writes records. (The
+// finalized metadata.version does not gate record versions yet: every node runs this
+// code.)
+func at[R wire.MetadataRecord](r R) R {
+	r.SetVersion(r.MaxVersion())
+	return r
+}
