@@ -127,8 +127,9 @@ func (c *Core) Handle(latest *metadata.Image, now time.Time, req kmsg.Request) (
 // Tick runs the controller's timers at now: sessions of unfenced brokers start (the
 // first tick of a term) and expired ones are fenced, one broker per tick (Kafka fences
 // one at a time so each fence is visible before the next); and, when something was
-// left for later, leaderships are repaired. Records are empty when nothing is due.
-func (c *Core) Tick(latest *metadata.Image, now time.Time) Result {
+// left for later, leaderships are repaired. Records are empty when nothing is due. An
+// error is a batch that would not apply (a bug); nothing is proposed then.
+func (c *Core) Tick(latest *metadata.Image, now time.Time) (Result, error) {
 	for _, id := range sortedBrokerIDs(latest) {
 		br := latest.Brokers[id]
 		if br.Fenced {
@@ -158,10 +159,11 @@ func (c *Core) Tick(latest *metadata.Image, now time.Time) Result {
 	}
 	if len(r.Records) > 0 {
 		if err := c.check(latest, &r); err != nil {
-			panic(fmt.Sprintf("controller: a tick's batch does not apply: %v", err))
+			// A bug: proposing it would stop every node's quorum loop.
+			return Result{}, fmt.Errorf("controller: a tick's batch does not apply: %w", err)
 		}
 	}
-	return r
+	return r, nil
 }
 
 // check applies r's records to latest as the log will, setting r.Next. A registration's

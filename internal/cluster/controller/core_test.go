@@ -109,6 +109,16 @@ func (l *log) run(r Result, hold bool, done func(kmsg.Response)) {
 	}
 }
 
+// tick runs c's timers on latest at now.
+func (l *log) tick(c *Core, now time.Time) Result {
+	l.t.Helper()
+	r, err := c.Tick(l.latest, now)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return r
+}
+
 // handle runs req through core on latest and returns the answer once it is there.
 func (l *log) handle(c *Core, now time.Time, req kmsg.Request) kmsg.Response {
 	l.t.Helper()
@@ -266,7 +276,7 @@ func TestLifecycle(t *testing.T) {
 	l := newLog(t, setup...)
 	c := New(Config{})
 	now := t0
-	c.Tick(l.latest, now)
+	l.tick(c, now)
 
 	reg := l.handle(c, now, registration(1, 0)).(*kmsg.BrokerRegistrationResponse)
 	wantCode(t, "registration", reg, nil)
@@ -292,11 +302,11 @@ func TestLifecycle(t *testing.T) {
 
 	// Silence: a tick within the session keeps it, the first after it fences.
 	now = now.Add(9 * time.Second)
-	if r := c.Tick(l.latest, now); len(r.Records) != 0 {
+	if r := l.tick(c, now); len(r.Records) != 0 {
 		t.Fatalf("fenced at exactly the session timeout: %s", describe(r.Records))
 	}
 	now = now.Add(time.Millisecond)
-	l.run(c.Tick(l.latest, now), false, nil)
+	l.run(l.tick(c, now), false, nil)
 	if !l.committed.Brokers[1].Fenced || fmt.Sprint(leaders()) != "[-1 -1 -1 -1]" {
 		t.Fatalf("after the session timeout: fenced %v, leaders %v", l.committed.Brokers[1].Fenced, leaders())
 	}
@@ -353,10 +363,10 @@ func TestNewControllerStartsSessions(t *testing.T) {
 
 	c := New(Config{})
 	start := t0.Add(time.Minute)
-	if r := c.Tick(l.latest, start); len(r.Records) != 0 {
+	if r := l.tick(c, start); len(r.Records) != 0 {
 		t.Fatalf("the first tick of a term fenced: %s", describe(r.Records))
 	}
-	if r := c.Tick(l.latest, start.Add(9*time.Second)); len(r.Records) != 0 {
+	if r := l.tick(c, start.Add(9*time.Second)); len(r.Records) != 0 {
 		t.Fatalf("fenced within the session started at the first tick: %s", describe(r.Records))
 	}
 	// Never heard by this controller: a new incarnation replaces it at once.
@@ -400,10 +410,10 @@ func TestPartitionChangesBounded(t *testing.T) {
 	}
 	l := newLog(t, topic("a", reps...)...)
 	c := New(Config{MaxPartitionChanges: 3})
-	c.Tick(l.latest, t0)
+	l.tick(c, t0)
 	l.register(t, c, t0, 1, 0)
 	for ticks := 0; ; ticks++ {
-		r := c.Tick(l.latest, t0)
+		r := l.tick(c, t0)
 		if len(r.Records) == 0 {
 			break
 		}
@@ -425,7 +435,7 @@ func TestPartitionChangesBounded(t *testing.T) {
 	}
 	l.run(r, false, nil)
 	for range 3 {
-		l.run(c.Tick(l.latest, t0), false, nil)
+		l.run(l.tick(c, t0), false, nil)
 	}
 	for i, p := range l.committed.Topic("a").Partitions {
 		if p.Leader != -1 {

@@ -281,7 +281,12 @@ func (d *Driver) tick() {
 	if !d.deciding() {
 		return
 	}
-	if r := d.core.Tick(d.latest, d.opts.Now()); len(r.Records) > 0 {
+	r, err := d.core.Tick(d.latest, d.opts.Now())
+	if err != nil {
+		d.opts.Logger.Error("controller: tick", "err", err)
+		return
+	}
+	if len(r.Records) > 0 {
 		d.send(r)
 	}
 }

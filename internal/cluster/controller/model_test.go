@@ -281,7 +281,7 @@ func (m *model) tick() {
 		return out
 	}
 	before := m.l.latest
-	r := m.core.Tick(before, m.now)
+	r := m.l.tick(m.core, m.now)
 	m.l.run(r, false, nil)
 	after := m.l.latest
 	for b := range int32(modelBrokers) {
