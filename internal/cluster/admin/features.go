@@ -98,13 +98,48 @@ type FeatureUpdate struct {
 	UpgradeType int8 // 1 upgrade, 2 safe downgrade, 3 unsafe downgrade
 }
 
-// UpdateFeatures is UpdateFeatures against im (FeatureControlManager.updateFeatures):
-// every update is checked in request order against the current level, and the first that
-// fails fails them all with INVALID_UPDATE_VERSION and Kafka's message; otherwise the
-// records are a FeatureLevelRecord per feature whose level changes (none when
-// validateOnly or when nothing changes). nodeID is named in Kafka's "Local controller N"
-// reasons. changed maps each changed feature to its new level.
-func UpdateFeatures(im *metadata.Image, updates []FeatureUpdate, validateOnly bool, nodeID int32) (recs []wire.MetadataRecord, changed map[string]int16, code int16, msg string) {
+// UpdateFeatures is UpdateFeatures v0-v2 (r.Version set) against im, as a KRaft
+// controller answers it (ControllerApis.handleUpdateFeatures): the FeatureLevelRecords of
+// the levels that change, and the response. v0's AllowDowngrade is not read: the upgrade
+// type is the v1+ field's default, upgrade; ValidateOnly is v1+. Every update is checked
+// in request order against the current level and the first that fails fails them all
+// (INVALID_UPDATE_VERSION with Kafka's message); v0-v1 successes list every feature with
+// error NONE and message "NONE", v2 lists none. nodeID is named in Kafka's "Local
+// controller N" reasons; changed maps each changed feature to its new level (share.version
+// going to 0 drops the share sessions).
+func UpdateFeatures(im *metadata.Image, r *kmsg.UpdateFeaturesRequest, nodeID int32) (recs []wire.MetadataRecord, changed map[string]int16, resp *kmsg.UpdateFeaturesResponse) {
+	resp = r.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+	resp.Version = r.Version
+	updates := make([]FeatureUpdate, 0, len(r.FeatureUpdates))
+	for _, u := range r.FeatureUpdates {
+		t := u.UpgradeType
+		if r.Version < 1 {
+			t = 1
+		}
+		updates = append(updates, FeatureUpdate{Name: u.Feature, Level: u.MaxVersionLevel, UpgradeType: t})
+	}
+	recs, changed, code, msg := FeatureChanges(im, updates, r.Version >= 1 && r.ValidateOnly, nodeID)
+	if code != 0 {
+		resp.ErrorCode = code
+		m := "The update failed for all features since the following feature had an error: " + msg
+		resp.ErrorMessage = &m
+		return nil, nil, resp
+	}
+	if r.Version <= 1 {
+		none := "NONE" // Errors.NONE.message()
+		for _, u := range r.FeatureUpdates {
+			fr := kmsg.NewUpdateFeaturesResponseResult()
+			fr.Feature, fr.ErrorMessage = u.Feature, &none
+			resp.Results = append(resp.Results, fr)
+		}
+	}
+	return recs, changed, resp
+}
+
+// FeatureChanges applies feature updates to im's levels (FeatureControlManager.
+// updateFeatures): the records of the levels that change (none when validateOnly or when
+// nothing changes) and the changed levels, or the first update's error code and reason.
+func FeatureChanges(im *metadata.Image, updates []FeatureUpdate, validateOnly bool, nodeID int32) (recs []wire.MetadataRecord, changed map[string]int16, code int16, msg string) {
 	next := maps.Clone(im.Features)
 	for _, u := range updates {
 		if m := checkFeatureUpdate(u, im.Features[u.Name], nodeID); m != "" {
@@ -160,18 +195,4 @@ func checkFeatureUpdate(u FeatureUpdate, current int16, nodeID int32) string {
 		return fmt.Sprintf("exactq implements only %s %d (KIP-890 transactions); it cannot be changed.", s.Name, s.Initial)
 	}
 	return ""
-}
-
-// UpdateFeaturesRequest turns an UpdateFeatures request at version into its updates. As in
-// Kafka, v0's AllowDowngrade is not read: the upgrade type is the v1+ field's default,
-// upgrade; validateOnly is v1+.
-func UpdateFeaturesRequest(r *kmsg.UpdateFeaturesRequest, version int16) (updates []FeatureUpdate, validateOnly bool) {
-	for _, u := range r.FeatureUpdates {
-		t := u.UpgradeType
-		if version < 1 {
-			t = 1
-		}
-		updates = append(updates, FeatureUpdate{Name: u.Feature, Level: u.MaxVersionLevel, UpgradeType: t})
-	}
-	return updates, version >= 1 && r.ValidateOnly
 }

@@ -77,7 +77,8 @@ type (
 // writes an image: the ClusterRecord (meta.json's cluster id; CreatedMillis the time
 // meta.json was written, which is when the directory was formatted), the finalized
 // features, each topic (by name) with its partitions (replicas and ISR [nodeID], leader
-// nodeID, leader and partition epoch 0) and TOPIC configs, the GROUP configs, and the
+// nodeID, leader and partition epoch 0: the epoch exactq answered before the cluster) and
+// TOPIC configs, the GROUP configs, and the
 // producer-id bound. A file the broker would start without is read as the broker reads
 // its absence: no topics, the initial features, no groups' configs, no producer id issued.
 // The records are checked by applying them to metadata.Empty(); a directory whose files
@@ -227,22 +228,14 @@ func readTopics(dataDir string, nodeID int32) ([]wire.MetadataRecord, error) {
 			return nil, fmt.Errorf("upgrade: topic %s: %w", t.Name, err)
 		}
 		out = append(out, versioned(&wire.TopicRecord{Name: t.Name, TopicID: id}))
-		for p := range t.Partitions {
-			out = append(out, versioned(NewPartition(id, p, nodeID)))
+		replicas := make([][]int32, t.Partitions)
+		for p := range replicas {
+			replicas[p] = []int32{nodeID}
 		}
-		out = append(out, configRecords(metadata.ResourceTopic, t.Name, t.Configs)...)
+		out = append(out, admin.PartitionRecords(id, 0, replicas)...)
+		out = append(out, admin.ConfigRecords(metadata.ResourceTopic, t.Name, nil, t.Configs)...)
 	}
 	return out, nil
-}
-
-// NewPartition is the PartitionRecord of a partition this lone node holds: replica, ISR
-// and leader nodeID at leader epoch 0, the epoch exactq answered before the cluster.
-func NewPartition(topicID [16]byte, partition, nodeID int32) *wire.PartitionRecord {
-	r := wire.NewPartitionRecord()
-	r.TopicID, r.PartitionID = topicID, partition
-	r.Replicas, r.ISR, r.Leader = []int32{nodeID}, []int32{nodeID}, nodeID
-	r.LeaderEpoch, r.PartitionEpoch = 0, 0
-	return &r
 }
 
 func parseTopicID(s string) ([16]byte, error) {
@@ -255,16 +248,6 @@ func parseTopicID(s string) ([16]byte, error) {
 	return id, nil
 }
 
-// configRecords is a ConfigRecord per config of one resource, by config name.
-func configRecords(resourceType int8, resource string, configs map[string]string) []wire.MetadataRecord {
-	var out []wire.MetadataRecord
-	for _, name := range slices.Sorted(maps.Keys(configs)) {
-		v := configs[name]
-		out = append(out, versioned(&wire.ConfigRecord{ResourceType: resourceType, ResourceName: resource, Name: name, Value: &v}))
-	}
-	return out
-}
-
 // readGroupConfigs is GROUP ConfigRecords from group-configs.json (group id → overrides),
 // by group id.
 func readGroupConfigs(dataDir string) ([]wire.MetadataRecord, error) {
@@ -274,7 +257,7 @@ func readGroupConfigs(dataDir string) ([]wire.MetadataRecord, error) {
 	}
 	var out []wire.MetadataRecord
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
-		out = append(out, configRecords(metadata.ResourceGroup, g, groups[g])...)
+		out = append(out, admin.ConfigRecords(metadata.ResourceGroup, g, nil, groups[g])...)
 	}
 	return out, nil
 }
