@@ -132,19 +132,22 @@ func TestUpdateFeatures(t *testing.T) {
 		"Invalid update version 0 for feature share.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.")
 
 	// A real downgrade: share.version leaves the finalized features, the epoch goes up,
-	// and both survive a restart.
+	// and both survive a restart. The epoch is the metadata log's offset, as KRaft reports
+	// it: it grows with every entry (a restart's new raft term appends one), not by one
+	// per feature change.
 	c.setShareVersion(0)
 	levels, ep := c.finalized()
-	if _, ok := levels["share.version"]; ok || levels["transaction.version"] != 2 || ep != epoch+1 {
-		t.Fatalf("after disabling share groups: %v epoch %d", levels, ep)
+	if _, ok := levels["share.version"]; ok || levels["transaction.version"] != 2 || ep <= epoch {
+		t.Fatalf("after disabling share groups: %v epoch %d (before: %d)", levels, ep, epoch)
 	}
 	e.tb.Restart()
 	c = e.dial()
-	if levels, ep2 := c.finalized(); len(levels) != 1 || ep2 != ep {
-		t.Fatalf("after restart: %v epoch %d, want only transaction.version at epoch %d", levels, ep2, ep)
+	levels, ep2 := c.finalized()
+	if len(levels) != 1 || ep2 < ep {
+		t.Fatalf("after restart: %v epoch %d, want only transaction.version at epoch %d or later", levels, ep2, ep)
 	}
 	c.setShareVersion(1)
-	if _, ep3 := c.finalized(); ep3 != ep+1 {
-		t.Fatalf("epoch %d after re-enabling, want %d", ep3, ep+1)
+	if _, ep3 := c.finalized(); ep3 <= ep2 {
+		t.Fatalf("epoch %d after re-enabling, want above %d", ep3, ep2)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/cluster/node"
 	"github.com/exactq/exactq/internal/compress"
 	"github.com/exactq/exactq/internal/log"
 	"github.com/exactq/exactq/internal/producerstate"
@@ -58,14 +59,18 @@ type Config struct {
 
 // Broker is a single exactq node.
 type Broker struct {
-	cfg      Config
-	logger   *slog.Logger
-	now      func() time.Time
-	lock     *dataDirLock
-	meta     metaProperties
-	pids     *producerIDs
-	topics   topics
-	defaults brokerDefaults
+	cfg    Config
+	logger *slog.Logger
+	now    func() time.Time
+	lock   *dataDirLock
+	dir    metaProperties // the data directory's identity (meta.json)
+	meta   *node.Node     // the metadata log (metalog.go)
+	// proposeFault, set only by tests, fails chosen metadata proposals before they reach
+	// the log, to check what a failed commit point leaves behind.
+	proposeFault atomic.Pointer[func([]wire.MetadataRecord) error]
+	pids         *producerIDs
+	topics       topics
+	defaults     brokerDefaults
 
 	// adminMu serializes topic creation, deletion and partition changes.
 	adminMu sync.Mutex
@@ -129,7 +134,7 @@ func Open(cfg Config) (*Broker, error) {
 			return nil, fmt.Errorf("TxnShareAcknowledge API key %d is a Kafka API key; pick an unused one (default %d)", k, wire.TxnShareAcknowledgeDefaultKey)
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "topics"), 0o755); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
 	cleanerKeys, err := log.NewKeyMap(defaults.topic.LogCleanerDedupeBufferSize())
@@ -154,10 +159,9 @@ func Open(cfg Config) (*Broker, error) {
 		decompression: compress.NewBudget(defaults.topic.DecompressionBudgetBytes(),
 			decompressionWait),
 		topics: topics{
-			dir:     cfg.DataDir,
-			metaDir: filepath.Join(cfg.DataDir, "topics"),
-			byName:  map[string]*topic{},
-			byID:    map[[16]byte]*topic{},
+			dir:    cfg.DataDir,
+			byName: map[string]*topic{},
+			byID:   map[[16]byte]*topic{},
 		},
 	}
 	b.producerState = b.producerStateConfig()
@@ -165,6 +169,7 @@ func Open(cfg Config) (*Broker, error) {
 	b.metrics = newMetrics(b)
 	if err := b.load(); err != nil {
 		b.closeLogs()
+		b.closeMetadataLog()
 		lock.release()
 		return nil, err
 	}
@@ -172,6 +177,7 @@ func Open(cfg Config) (*Broker, error) {
 		if _, err := b.shares(); err != nil {
 			b.closeCoordinators()
 			b.closeLogs()
+			b.closeMetadataLog()
 			lock.release()
 			return nil, err
 		}
@@ -180,12 +186,14 @@ func Open(cfg Config) (*Broker, error) {
 		if _, err := b.txnCoordinator(); err != nil {
 			b.closeCoordinators()
 			b.closeLogs()
+			b.closeMetadataLog()
 			lock.release()
 			return nil, err
 		}
 	} else if b.topics.get(offsetsTopic) != nil {
 		if _, err := b.groupCoordinator(); err != nil {
 			b.closeLogs()
+			b.closeMetadataLog()
 			lock.release()
 			return nil, err
 		}
@@ -198,30 +206,23 @@ func Open(cfg Config) (*Broker, error) {
 
 func (b *Broker) load() error {
 	var err error
-	if b.meta, err = loadOrCreateMeta(b.cfg.DataDir, b.cfg.NodeID); err != nil {
+	if b.dir, err = loadOrCreateMeta(b.cfg.DataDir, b.cfg.NodeID); err != nil {
 		return err
 	}
-	if b.features, err = openFeatures(b.cfg.DataDir, b.cfg.NodeID); err != nil {
+	if err := b.openMetadataLog(); err != nil {
 		return err
 	}
-	if b.pids, err = openProducerIDs(b.cfg.DataDir); err != nil {
-		return err
-	}
+	im, _ := b.image()
+	b.features = openFeatures(b)
+	b.pids = openProducerIDs(b, im)
 	if err := b.pids.reserveFirst(); err != nil {
 		b.storageError("reserve producer ids", err)
 	}
-	if b.groupCfg, err = openGroupConfigs(b.cfg.DataDir, b.cfg.BrokerConfigs); err != nil {
+	if b.groupCfg, err = openGroupConfigs(b, b.cfg.BrokerConfigs); err != nil {
 		return err
 	}
-	recs, err := loadTopicRecords(b.topics.metaDir)
-	if err != nil {
-		return err
-	}
-	known := map[string]int32{}
-	for _, rec := range recs {
-		known[rec.Name] = rec.Partitions
-	}
-	if err := removeOrphanPartitionDirs(b.cfg.DataDir, known); err != nil {
+	recs := topicsOf(im)
+	if err := removeOrphanPartitionDirs(b.cfg.DataDir, recs); err != nil {
 		return err
 	}
 	started := time.Now()
@@ -231,10 +232,7 @@ func (b *Broker) load() error {
 	}
 	var slots []slot
 	for _, rec := range recs {
-		id, err := parseTopicID(rec.ID)
-		if err != nil {
-			return fmt.Errorf("topic %s: %w", rec.Name, err)
-		}
+		id := rec.ID
 		settings, err := b.resolveSettings(rec.Configs)
 		if err != nil {
 			return fmt.Errorf("topic %s: %w", rec.Name, err)
@@ -281,13 +279,16 @@ func (b *Broker) load() error {
 	}
 	// clean: partitions whose clean-shutdown marker held (nothing read); scanned_bytes: log
 	// data read and checked by recovery; took: logs and producer state.
-	b.logger.Info("data directory loaded", "dir", b.cfg.DataDir, "cluster_id", b.meta.ClusterID, "topics", len(recs),
+	b.logger.Info("data directory loaded", "dir", b.cfg.DataDir, "cluster_id", b.ClusterID(), "topics", len(recs),
 		"partitions", opened, "max_broker_partitions", b.maxPartitions, "clean", clean, "scanned_bytes", scanned, "took", time.Since(started).Round(time.Millisecond))
 	return nil
 }
 
-// ClusterID is the data directory's cluster id.
-func (b *Broker) ClusterID() string { return b.meta.ClusterID }
+// ClusterID is the cluster's id, from the metadata log's ClusterRecord.
+func (b *Broker) ClusterID() string {
+	im, _ := b.image()
+	return im.Cluster.ID
+}
 
 // Close stops background work, makes every log durable and closes it.
 func (b *Broker) Close() error {
@@ -299,8 +300,16 @@ func (b *Broker) Close() error {
 	b.closeCoordinators()
 	err := b.closeLogs()
 	b.bg.Wait()
+	err = errors.Join(err, b.closeMetadataLog())
 	b.lock.release()
 	return err
+}
+
+func (b *Broker) closeMetadataLog() error {
+	if b.meta == nil {
+		return nil
+	}
+	return b.meta.Close()
 }
 
 func (b *Broker) closeLogs() error {

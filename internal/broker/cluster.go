@@ -72,7 +72,7 @@ func (b *Broker) handleDescribeCluster(req *server.Request, r *kmsg.DescribeClus
 		return server.Reply{Resp: resp}
 	}
 	resp.EndpointType = 1
-	resp.ClusterID = b.meta.ClusterID
+	resp.ClusterID = b.ClusterID()
 	resp.ControllerID = b.cfg.NodeID
 	resp.ClusterAuthorizedOperations = authorizedOperationsUnset
 	for _, mb := range b.brokerList() {

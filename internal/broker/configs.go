@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/server"
 	"github.com/exactq/exactq/internal/topicconfig"
 )
@@ -66,8 +67,9 @@ func (b *Broker) alterTopicConfigs(name string, validateOnly bool, compute func(
 		return newAdminError(kerr.UnknownTopicOrPartition, "Topic '%s' does not exist.", name)
 	}
 	t.mu.RLock()
-	cur := topicconfig.Set(t.configs).Clone()
+	old := t.configs // replaced whole on a change, never written to
 	t.mu.RUnlock()
+	cur := topicconfig.Set(old).Clone()
 	next, err := compute(cur)
 	if err != nil {
 		return configAdminError(err)
@@ -79,16 +81,17 @@ func (b *Broker) alterTopicConfigs(name string, validateOnly bool, compute func(
 	if err != nil {
 		return configAdminError(err)
 	}
-	rec := t.record()
-	rec.Configs = next
 	if len(next) == 0 {
-		rec.Configs = nil
+		next = nil
 	}
-	if err := writeJSONAtomic(b.topics.recordPath(t.name), rec); err != nil {
-		return newAdminError(kerr.KafkaStorageError, "%v", err)
+	if recs := configRecords(metadata.ResourceTopic, t.name, old, next); len(recs) > 0 {
+		if _, err := b.propose(recs...); err != nil {
+			b.storageError("alter topic configs", err, "topic", t.name)
+			return newAdminError(kerr.KafkaStorageError, "%v", err)
+		}
 	}
 	t.mu.Lock()
-	t.configs, t.settings = rec.Configs, settings
+	t.configs, t.settings = next, settings
 	parts := t.partitions
 	t.mu.Unlock()
 	for _, p := range parts {

@@ -2,50 +2,47 @@ package broker
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/groupconfig"
+	"github.com/exactq/exactq/wire"
 )
 
 // groupConfigs holds the GROUP config resource's overrides (share.auto.offset.reset and the
-// like), kept in <data>/group-configs.json and rewritten atomically on every change. Kafka
-// keeps them in its metadata log; one small file is the single-node equivalent.
+// like): ConfigRecords of resource type GROUP in the metadata log, as Kafka keeps them.
 type groupConfigs struct {
-	path   string
+	b      *Broker
 	broker *groupconfig.Broker
-
-	mu        sync.RWMutex
-	overrides map[string]map[string]string // guarded by mu
+	mu     sync.Mutex // serializes changes: each is computed from the overrides before it
 }
 
-func openGroupConfigs(dir string, static map[string]string) (*groupConfigs, error) {
+func openGroupConfigs(b *Broker, static map[string]string) (*groupConfigs, error) {
 	gb, err := groupconfig.NewBroker(static)
 	if err != nil {
 		return nil, err
 	}
-	gc := &groupConfigs{path: filepath.Join(dir, "group-configs.json"), broker: gb, overrides: map[string]map[string]string{}}
-	if err := readJSON(gc.path, &gc.overrides); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	return gc, nil
+	return &groupConfigs{b: b, broker: gb}, nil
+}
+
+// overrides is a group's explicit configs in the image (not to be changed).
+func (gc *groupConfigs) overrides(groupID string) map[string]string {
+	im, _ := gc.b.image()
+	return im.Configs[metadata.ConfigResource{Type: metadata.ResourceGroup, Name: groupID}]
 }
 
 // Resolve returns a group's effective configuration.
 func (gc *groupConfigs) Resolve(groupID string) groupconfig.Resolved {
-	gc.mu.RLock()
-	defer gc.mu.RUnlock()
-	return gc.broker.Resolve(gc.overrides[groupID])
+	return gc.broker.Resolve(gc.overrides(groupID))
 }
 
 func (gc *groupConfigs) describe(groupID string, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	gc.mu.RLock()
-	defer gc.mu.RUnlock()
-	return gc.broker.Describe(gc.overrides[groupID], names, docs)
+	return gc.broker.Describe(gc.overrides(groupID), names, docs)
 }
 
 // alter applies IncrementalAlterConfigs operations to one group and makes them durable.
@@ -71,7 +68,8 @@ func (gc *groupConfigs) change(groupID string, validateOnly bool, compute func(c
 	}
 	gc.mu.Lock()
 	defer gc.mu.Unlock()
-	next, err := compute(gc.overrides[groupID])
+	cur := gc.overrides(groupID)
+	next, err := compute(maps.Clone(cur))
 	if err != nil {
 		var ce *groupconfig.Error
 		if errors.As(err, &ce) {
@@ -82,18 +80,30 @@ func (gc *groupConfigs) change(groupID string, validateOnly bool, compute func(c
 	if validateOnly {
 		return nil
 	}
-	all := make(map[string]map[string]string, len(gc.overrides)+1)
-	for g, o := range gc.overrides {
-		all[g] = o
+	recs := configRecords(metadata.ResourceGroup, groupID, cur, next)
+	if len(recs) == 0 {
+		return nil
 	}
-	if len(next) == 0 {
-		delete(all, groupID)
-	} else {
-		all[groupID] = next
-	}
-	if err := writeJSONAtomic(gc.path, all); err != nil {
+	if _, err := gc.b.propose(recs...); err != nil {
 		return newAdminError(kerr.KafkaStorageError, "%v", err)
 	}
-	gc.overrides = all
 	return nil
+}
+
+// configRecords are the ConfigRecords that turn a resource's overrides cur into next: a
+// value for each key set or changed, a null value for each key removed, in key order.
+func configRecords(resourceType int8, name string, cur, next map[string]string) []wire.MetadataRecord {
+	var out []wire.MetadataRecord
+	for _, k := range slices.Sorted(maps.Keys(next)) {
+		if v, ok := cur[k]; !ok || v != next[k] {
+			v := next[k]
+			out = append(out, &wire.ConfigRecord{ResourceType: resourceType, ResourceName: name, Name: k, Value: &v})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(cur)) {
+		if _, ok := next[k]; !ok {
+			out = append(out, &wire.ConfigRecord{ResourceType: resourceType, ResourceName: name, Name: k})
+		}
+	}
+	return out
 }

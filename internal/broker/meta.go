@@ -13,6 +13,9 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/exactq/exactq/internal/cluster/metadata"
+	"github.com/exactq/exactq/wire"
 )
 
 // dataDirLock holds an exclusive flock on <data>/.lock so two brokers never share a
@@ -162,33 +165,17 @@ func syncDir(dir string) error {
 // InitProducerId wait for a block: its brokers fetch the next one ahead of need.
 type producerIDs struct {
 	mu    sync.Mutex
-	path  string
+	b     *Broker
 	next  int64
-	limit int64 // first id not yet reserved durably
+	limit int64 // first id not yet reserved durably: the image's ProducerIdsRecord bound
 }
 
 const producerIDBlock = 1000
 
-type producerIDFile struct {
-	Reserved int64 `json:"reserved_up_to"`
-}
-
-// openProducerIDs loads the reservation; reserveFirst then reserves the next block.
-func openProducerIDs(dir string) (*producerIDs, error) {
-	p := &producerIDs{path: filepath.Join(dir, "producer-ids.json")}
-	b, err := os.ReadFile(p.path)
-	switch {
-	case err == nil:
-		var f producerIDFile
-		if err := json.Unmarshal(b, &f); err != nil {
-			return nil, fmt.Errorf("corrupt %s: %w", p.path, err)
-		}
-		p.next, p.limit = f.Reserved, f.Reserved
-	case errors.Is(err, os.ErrNotExist):
-	default:
-		return nil, err
-	}
-	return p, nil
+// openProducerIDs starts above the metadata log's reservation; reserveFirst then reserves
+// the next block.
+func openProducerIDs(b *Broker, im *metadata.Image) *producerIDs {
+	return &producerIDs{b: b, next: im.ProducerIDs.Next, limit: im.ProducerIDs.Next}
 }
 
 // reserveFirst reserves the first block at start-up. A failure (a full disk) does not stop
@@ -200,10 +187,12 @@ func (p *producerIDs) reserveFirst() error {
 	return p.reserve()
 }
 
-// reserve makes the next block durable. Called with mu held, or before p is shared.
+// reserve makes the next block durable: a ProducerIdsRecord with the new bound, Kafka's
+// AllocateProducerIds record. Called with mu held, or before p is shared. The record's
+// broker epoch is -1 until the broker registers with the controller.
 func (p *producerIDs) reserve() error {
 	limit := p.limit + producerIDBlock
-	if err := writeJSONAtomic(p.path, producerIDFile{Reserved: limit}); err != nil {
+	if _, err := p.b.propose(&wire.ProducerIdsRecord{BrokerID: p.b.cfg.NodeID, BrokerEpoch: -1, NextProducerID: limit}); err != nil {
 		return err
 	}
 	p.limit = limit

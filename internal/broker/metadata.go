@@ -25,7 +25,7 @@ func (b *Broker) brokerList() []kmsg.MetadataResponseBroker {
 func (b *Broker) handleMetadata(req *server.Request, r *kmsg.MetadataRequest) server.Reply {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Brokers = b.brokerList()
-	cid := b.meta.ClusterID
+	cid := b.ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = b.cfg.NodeID
 	resp.AuthorizedOperations = authorizedOperationsUnset

@@ -1,36 +1,46 @@
 package broker
 
 import (
+	"io"
+	"log/slog"
 	"testing"
 )
 
 // Producer ids are unique and increasing across block boundaries and reopenings, and every
-// id handed out is below the durable reservation.
+// id handed out is below the reservation in the metadata log.
 func TestProducerIDsNeverReissued(t *testing.T) {
 	dir := t.TempDir()
 	last := int64(0)
-	for open := range 3 {
-		p, err := openProducerIDs(dir)
+	open := func() *Broker {
+		b, err := Open(Config{DataDir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := producerIDBlock*open + 5 // 5, 1005, 2005: within one block, across one, across two
+		return b
+	}
+	for round := range 3 {
+		b := open()
+		n := producerIDBlock*round + 5 // 5, 1005, 2005: within one block, across one, across two
 		for range n {
-			id, err := p.allocate()
+			id, err := b.pids.allocate()
 			if err != nil {
 				t.Fatal(err)
 			}
 			if id <= last {
-				t.Fatalf("open %d: producer id %d after %d", open, id, last)
+				t.Fatalf("round %d: producer id %d after %d", round, id, last)
 			}
 			last = id
 		}
-		reopened, err := openProducerIDs(dir)
-		if err != nil {
+		if im, _ := b.image(); im.ProducerIDs.Next <= last {
+			t.Fatalf("round %d: the log's reservation %d does not cover id %d", round, im.ProducerIDs.Next, last)
+		}
+		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if reopened.next <= last {
-			t.Fatalf("open %d: reservation on disk %d does not cover id %d", open, reopened.next, last)
-		}
+	}
+	b := open()
+	defer b.Close()
+	if b.pids.next <= last {
+		t.Fatalf("reopened at %d, below the last id issued %d", b.pids.next, last)
 	}
 }

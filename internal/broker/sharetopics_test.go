@@ -1,8 +1,6 @@
 package broker_test
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -11,7 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactq/exactq/internal/broker"
+	"github.com/exactq/exactq/internal/cluster/node"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/wire"
 )
 
 // consumeAllOfQ produces n records to q and has share group sg (reset earliest) consume
@@ -104,8 +104,15 @@ func TestOrphanShareStateRemovedAtStart(t *testing.T) {
 	}
 	consumeAllOfQ(t, tb, cl, 2)
 	tb.Stop()
-	// The crash: the topic record is gone, nothing else happened.
-	if err := os.Remove(filepath.Join(tb.DataDir, "topics", "q.json")); err != nil {
+	// The crash: the topic's removal is in the metadata log, nothing else happened.
+	n, err := node.Open(ctx, node.Config{NodeID: 1, DataDir: tb.DataDir}) // testbroker runs node 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Propose(ctx, []wire.MetadataRecord{&wire.RemoveTopicRecord{TopicID: resp.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
 	tb.Restart()

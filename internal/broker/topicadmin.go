@@ -8,8 +8,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/server"
 	"github.com/exactq/exactq/internal/topicconfig"
+	"github.com/exactq/exactq/wire"
 )
 
 // adminError is a Kafka error code with the message Kafka would put next to it.
@@ -117,8 +119,9 @@ func (b *Broker) requestedPartitions(r *kmsg.CreateTopicsRequest, seen map[strin
 }
 
 // createTopic makes a checked topic durable and live. The partition logs are created first
-// and the topic record written last: the record is the commit point, and logs without one
-// are removed at start-up.
+// and the topic's metadata entry (TopicRecord, PartitionRecords, ConfigRecords) proposed
+// last: the entry is the commit point, and logs the image does not name are removed at
+// start-up.
 func (b *Broker) createTopic(spec topicSpec) (*topic, *adminError) {
 	if b.topics.get(spec.name) != nil {
 		return nil, newAdminError(kerr.TopicAlreadyExists, "Topic '%s' already exists.", spec.name)
@@ -133,7 +136,9 @@ func (b *Broker) createTopic(spec topicSpec) (*topic, *adminError) {
 		return nil, newAdminError(kerr.KafkaStorageError, "%v", err)
 	}
 	t.partitions = parts
-	if err := writeJSONAtomic(b.topics.recordPath(t.name), t.record()); err != nil {
+	recs := append([]wire.MetadataRecord{&wire.TopicRecord{Name: t.name, TopicID: t.id}}, b.partitionRecords(t.id, 0, spec.partitions)...)
+	recs = append(recs, configRecords(metadata.ResourceTopic, t.name, nil, spec.configs)...)
+	if _, err := b.propose(recs...); err != nil {
 		b.discardNewPartitions(t, 0, parts)
 		b.storageError("create topic", err, "topic", t.name)
 		return nil, newAdminError(kerr.KafkaStorageError, "%v", err)
@@ -351,14 +356,12 @@ func (b *Broker) handleDeleteTopics(req *server.Request, r *kmsg.DeleteTopicsReq
 	return server.Reply{Resp: resp}
 }
 
-// deleteTopic removes the topic record first (the commit point), then the groups' offsets
-// of the topic, then the logs. A crash in between leaves orphan logs and offsets that
-// start-up removes.
+// deleteTopic removes the topic from the metadata log first (RemoveTopicRecord, the
+// commit point), then the groups' offsets of the topic, then the logs. A crash in between
+// leaves orphan logs and offsets that start-up removes.
 func (b *Broker) deleteTopic(t *topic) error {
-	if err := os.Remove(b.topics.recordPath(t.name)); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	if err := syncDir(b.topics.metaDir); err != nil {
+	if _, err := b.propose(&wire.RemoveTopicRecord{TopicID: t.id}); err != nil {
+		b.storageError("delete topic", err, "topic", t.name)
 		return err
 	}
 	b.topics.mu.Lock()
@@ -446,10 +449,8 @@ func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnl
 	if err != nil {
 		return newAdminError(kerr.KafkaStorageError, "%v", err)
 	}
-	// The record with the new count is the commit point; publish the partitions after it.
-	rec := t.record()
-	rec.Partitions = rt.Count
-	if err := writeJSONAtomic(b.topics.recordPath(t.name), rec); err != nil {
+	// The entry with the new partitions is the commit point; publish them after it.
+	if _, err := b.propose(b.partitionRecords(t.id, cur, rt.Count)...); err != nil {
 		b.discardNewPartitions(t, cur, added)
 		b.storageError("create partitions", err, "topic", t.name)
 		return newAdminError(kerr.KafkaStorageError, "%v", err)
@@ -459,4 +460,15 @@ func (b *Broker) addPartitions(rt kmsg.CreatePartitionsRequestTopic, validateOnl
 	t.mu.Unlock()
 	b.partitionCount.Add(int64(len(added)))
 	return nil
+}
+
+// partitionRecords are the PartitionRecords of partitions [from, to) of a topic, each
+// with this node as its only replica and leader at leader epoch 0.
+func (b *Broker) partitionRecords(id [16]byte, from, to int32) []wire.MetadataRecord {
+	out := make([]wire.MetadataRecord, 0, to-from)
+	for p := from; p < to; p++ {
+		out = append(out, &wire.PartitionRecord{PartitionID: p, TopicID: id, Replicas: []int32{b.cfg.NodeID},
+			ISR: []int32{b.cfg.NodeID}, Leader: b.cfg.NodeID})
+	}
+	return out
 }

@@ -11,7 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactq/exactq/internal/broker"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/wire"
 )
 
 // dataDirEntries lists the data directory's entries whose names start with prefix.
@@ -97,24 +99,22 @@ func TestFailedTopicCreationLeavesNothing(t *testing.T) {
 		}
 		return resp.Err
 	}
-	// The record's temporary file is a directory: the record cannot be written.
+	// The topic's metadata entry (the commit point) cannot be written.
 	long := strings.Repeat("r", 249)
 	for _, name := range []string{"rec", long} {
-		tmp := filepath.Join(tb.DataDir, "topics", name+".json.tmp")
-		if len(name) == 249 {
-			// Its temporary file has a hashed name; block the record itself instead.
-			tmp = filepath.Join(tb.DataDir, "topics", name+".json")
-		}
-		if err := os.Mkdir(tmp, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		broker.FailMetadataProposalsForTest(tb.Broker, func(recs []wire.MetadataRecord) error {
+			if tr, ok := recs[0].(*wire.TopicRecord); ok && tr.Name == name {
+				return errors.New("injected: the metadata log refuses the write")
+			}
+			return nil
+		})
 		if err := create(name, 3); err != kerr.KafkaStorageError {
-			t.Fatalf("create %d-character topic with its record blocked: %v, want KAFKA_STORAGE_ERROR", len(name), err)
+			t.Fatalf("create %d-character topic with its entry refused: %v, want KAFKA_STORAGE_ERROR", len(name), err)
 		}
 		if left := dataDirEntries(t, tb.DataDir, name+"-"); len(left) != 0 {
 			t.Fatalf("failed creation left %v", left)
 		}
-		os.Remove(tmp)
+		broker.FailMetadataProposalsForTest(tb.Broker, nil)
 	}
 	// Partition 2's path is taken by a file: its log cannot be opened.
 	if err := os.WriteFile(filepath.Join(tb.DataDir, "part-2"), nil, 0o644); err != nil {

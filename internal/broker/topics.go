@@ -1,17 +1,21 @@
 package broker
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/exactq/exactq/internal/cluster/metadata"
+	"github.com/exactq/exactq/internal/cluster/node"
+	"github.com/exactq/exactq/internal/cluster/upgrade"
 	"github.com/exactq/exactq/internal/log"
 	"github.com/exactq/exactq/internal/producerstate"
 )
@@ -44,26 +48,29 @@ func (t *topic) snapshot() ([]*partition, topicSettings) {
 	return t.partitions, t.settings
 }
 
-// topicRecord is a topic's durable description, <data>/topics/<name>.json. It is written
-// before a topic's partitions are used and removed before they are deleted, so the file is
-// the single source of truth for which topics exist.
+// topicRecord is what the metadata image says of a topic: the broker opens its
+// partitions from it at start-up.
 type topicRecord struct {
-	Name       string            `json:"name"`
-	ID         string            `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"`
+	Name       string
+	ID         [16]byte
+	Partitions int32
+	Configs    map[string]string
 }
 
-func (t *topic) record() topicRecord {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return topicRecord{Name: t.name, ID: hex.EncodeToString(t.id[:]), Partitions: int32(len(t.partitions)), Configs: t.configs}
+// topicsOf lists the image's topics by name, each with its explicit config overrides.
+func topicsOf(im *metadata.Image) []topicRecord {
+	var out []topicRecord
+	for _, name := range slices.Sorted(maps.Keys(im.TopicsByName)) {
+		t := im.TopicsByID[im.TopicsByName[name]]
+		cfg := maps.Clone(im.Configs[metadata.ConfigResource{Type: metadata.ResourceTopic, Name: name}])
+		out = append(out, topicRecord{Name: name, ID: t.ID, Partitions: int32(len(t.Partitions)), Configs: cfg})
+	}
+	return out
 }
 
 // topics is the registry of all topics.
 type topics struct {
-	dir     string // <data>
-	metaDir string // <data>/topics
+	dir string // <data>
 
 	mu     sync.RWMutex
 	byName map[string]*topic
@@ -98,57 +105,25 @@ func partitionDir(dataDir, topic string, p int32) string {
 	return filepath.Join(dataDir, topic+"-"+strconv.Itoa(int(p)))
 }
 
-func (ts *topics) recordPath(name string) string {
-	return filepath.Join(ts.metaDir, name+".json")
-}
-
-// loadTopicRecords reads every topic record in <data>/topics.
-func loadTopicRecords(metaDir string) ([]topicRecord, error) {
-	entries, err := os.ReadDir(metaDir)
-	if err != nil {
-		return nil, err
+// removeOrphanPartitionDirs deletes partition directories the image does not name: a
+// crash after a topic's removal was applied but before its logs were deleted leaves them,
+// as does one between creating a topic's logs and its entry. A directory whose
+// partition.metadata names another topic id is an older topic of the same name, deleted
+// and created again, and goes too. The metadata log's own directory is not a partition.
+func removeOrphanPartitionDirs(dataDir string, topics []topicRecord) error {
+	known := map[string]topicRecord{}
+	for _, t := range topics {
+		known[t.Name] = t
 	}
-	var out []topicRecord
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasSuffix(name, ".tmp") {
-			os.Remove(filepath.Join(metaDir, name)) // an interrupted atomic write
-			continue
-		}
-		if !strings.HasSuffix(name, ".json") {
-			continue
-		}
-		var rec topicRecord
-		if err := readJSON(filepath.Join(metaDir, name), &rec); err != nil {
-			return nil, err
-		}
-		out = append(out, rec)
-	}
-	return out, nil
-}
-
-func parseTopicID(s string) ([16]byte, error) {
-	var id [16]byte
-	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != 16 {
-		return id, fmt.Errorf("bad topic id %q", s)
-	}
-	copy(id[:], b)
-	return id, nil
-}
-
-// removeOrphanPartitionDirs deletes partition directories of topics that no longer exist:
-// a crash after a topic's record was removed but before its logs were deleted leaves them.
-func removeOrphanPartitionDirs(dataDir string, known map[string]int32) error {
 	entries, err := os.ReadDir(dataDir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		if !e.IsDir() {
+		name := e.Name()
+		if !e.IsDir() || name == node.LogDir {
 			continue
 		}
-		name := e.Name()
 		i := strings.LastIndexByte(name, '-')
 		if i <= 0 {
 			continue
@@ -157,8 +132,14 @@ func removeOrphanPartitionDirs(dataDir string, known map[string]int32) error {
 		if err != nil || p < 0 {
 			continue
 		}
-		if n, ok := known[name[:i]]; ok && int32(p) < n {
-			continue
+		if t, ok := known[name[:i]]; ok && int32(p) < t.Partitions {
+			b, err := os.ReadFile(filepath.Join(dataDir, name, upgrade.PartitionMetadataFile))
+			if err != nil {
+				continue // no file yet (or unreadable): openPartition writes or checks it
+			}
+			if id, err := upgrade.ParsePartitionMetadata(b); err != nil || id == t.ID {
+				continue
+			}
 		}
 		if err := os.RemoveAll(filepath.Join(dataDir, name)); err != nil {
 			return err
@@ -178,8 +159,13 @@ func (b *Broker) openPartition(t *topic, index int32, settings topicSettings) (*
 		// Flushes run only after appends, so after p is set below.
 		opts.OnDurable = func(end int64) { p.advanceHW(end) }
 	}
-	l, err := log.Open(partitionDir(b.cfg.DataDir, t.name, index), settings.log, opts)
+	dir := partitionDir(b.cfg.DataDir, t.name, index)
+	l, err := log.Open(dir, settings.log, opts)
 	if err != nil {
+		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
+	}
+	if err := upgrade.WritePartitionID(dir, t.id); err != nil {
+		l.Close()
 		return nil, fmt.Errorf("open %s-%d: %w", t.name, index, err)
 	}
 	p = &partition{

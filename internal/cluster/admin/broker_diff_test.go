@@ -15,7 +15,7 @@ import (
 	"github.com/exactq/exactq/internal/broker"
 	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/cluster/metadata"
-	"github.com/exactq/exactq/internal/cluster/upgrade"
+	"github.com/exactq/exactq/internal/cluster/node"
 	"github.com/exactq/exactq/internal/groupconfig"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/exactq/exactq/internal/topicconfig"
@@ -247,16 +247,16 @@ func (d *diff) updateFeatures(name string, version int16, r *kmsg.UpdateFeatures
 }
 
 // sameImage stops the broker and checks the image the admin records built is the one its
-// files say (read with upgrade.Import): topics, partitions, configs, features.
+// metadata log holds: topics, partitions, configs, features.
 func (d *diff) sameImage() {
 	d.t.Helper()
 	d.tb.Stop()
-	recs, err := upgrade.Import(d.tb.DataDir, 1)
+	n, err := node.Open(context.Background(), node.Config{NodeID: 1, DataDir: d.tb.DataDir})
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	files, err := metadata.Replay(recs)
-	if err != nil {
+	files, _ := n.Image()
+	if err := n.Close(); err != nil {
 		d.t.Fatal(err)
 	}
 	d.same("topics by id", d.im.TopicsByID, files.TopicsByID)

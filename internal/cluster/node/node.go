@@ -50,37 +50,69 @@ type Config struct {
 	ElectionTick int           // 0 = 10 ticks (quorum.election.timeout.ms 1,000)
 	// SnapshotBytes is the entry data between checkpoints; 0 = 20 MiB.
 	SnapshotBytes uint64
-	Now           func() time.Time // nil = time.Now
-	Logger        *slog.Logger     // nil = slog.Default()
-	RaftLogger    raft.Logger      // nil = raft's default
+	// RestartBackoff is how long the node waits before reopening a log whose loop stopped
+	// on a storage error; 0 = 1 s.
+	RestartBackoff time.Duration
+	Now            func() time.Time // nil = time.Now
+	Logger         *slog.Logger     // nil = slog.Default()
+	RaftLogger     raft.Logger      // nil = raft's lines through Logger (raftlog.go)
 }
 
 // Node is one node's running metadata stack.
+//
+// A loop that stops on a storage error (a full disk fails its fsync or its quorum-state
+// write) is not the end of the node: the supervisor opens the store again from its files,
+// as after a crash, and starts a new loop once RestartBackoff has passed, so metadata
+// changes fail while the disk is full and work again once it is not. Meanwhile Image
+// keeps answering the newest image applied before the failure, never an older one.
 type Node struct {
 	cfg    Config
+	voters []uint64
+
+	mu    sync.Mutex
+	inc   *incarnation // the running loop and its store; replaced by the supervisor
+	floor *quorum.Applied
+	// proposeMu serializes Propose: see the package comment.
+	proposeMu sync.Mutex
+
+	closing  chan struct{}
+	done     chan struct{} // closed when the supervisor has stopped the last loop
+	closeMu  sync.Mutex
+	closeErr error
+	closed   bool
+}
+
+// incarnation is one loop over one open store.
+type incarnation struct {
 	store  *raftstore.Store
 	loop   *quorum.Loop
 	cancel context.CancelFunc
-	ran    chan error
-	// proposeMu serializes Propose: see the package comment.
-	proposeMu sync.Mutex
+	ran    chan error // Run's result
 }
 
-// ErrStopped is returned once the node's loop has stopped (Close, or a failed disk).
+// ErrStopped is returned while the node's loop is stopped (Close, or a failed disk).
 var ErrStopped = quorum.ErrStopped
 
 // Open opens (or creates) the metadata log under cfg.DataDir and starts its loop. A lone
 // voter is the controller at once: Open returns once it serves, so the caller can propose
-// its start-up records (registration, a new cluster's ClusterRecord) straight away.
+// its start-up records (registration, a new cluster's ClusterRecord) straight away; if its
+// disk fails first (a full disk cannot take the new term), Open returns the node with the
+// image of its files, and the supervisor keeps trying.
 func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = 100 * time.Millisecond
+	}
+	if cfg.RestartBackoff <= 0 {
+		cfg.RestartBackoff = time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.RaftLogger == nil {
+		cfg.RaftLogger = raftLogger{cfg.Logger.With("component", "raft")}
 	}
 	voters := []uint64{RaftID(cfg.NodeID)}
 	if len(cfg.Voters) > 0 {
@@ -96,24 +128,15 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		cfg.Send = func([]*pb.Message) {} // a lone voter sends nothing
 	}
-	store, err := raftstore.Open(filepath.Join(cfg.DataDir, LogDir), raftstore.Options{Now: cfg.Now, Logger: cfg.Logger})
+	n := &Node{cfg: cfg, voters: voters, closing: make(chan struct{}), done: make(chan struct{})}
+	inc, err := n.start()
 	if err != nil {
 		return nil, err
 	}
-	loop, err := quorum.New(quorum.Options{
-		ID: RaftID(cfg.NodeID), Store: store, Voters: voters, Machine: metadata.Machine{}, Send: cfg.Send,
-		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick, SnapshotBytes: cfg.SnapshotBytes,
-		Now: cfg.Now, Logger: cfg.Logger, RaftLogger: cfg.RaftLogger,
-	})
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("node %d: %w", cfg.NodeID, err)
-	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	n := &Node{cfg: cfg, store: store, loop: loop, cancel: cancel, ran: make(chan error, 1)}
-	go func() { n.ran <- loop.Run(runCtx) }()
+	n.inc = inc
+	go n.supervise()
 	if lone {
-		if err := n.awaitServing(ctx); err != nil {
+		if err := n.awaitServing(ctx, inc); err != nil && !errors.Is(err, errLoopFailed) {
 			n.Close()
 			return nil, err
 		}
@@ -121,10 +144,98 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) awaitServing(ctx context.Context) error {
+// start opens the store and starts a loop over it.
+func (n *Node) start() (*incarnation, error) {
+	cfg := n.cfg
+	store, err := raftstore.Open(filepath.Join(cfg.DataDir, LogDir), raftstore.Options{Now: cfg.Now, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	loop, err := quorum.New(quorum.Options{
+		ID: RaftID(cfg.NodeID), Store: store, Voters: n.voters, Machine: metadata.Machine{}, Send: cfg.Send,
+		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick, SnapshotBytes: cfg.SnapshotBytes,
+		Now: cfg.Now, Logger: cfg.Logger, RaftLogger: cfg.RaftLogger,
+	})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("node %d: %w", cfg.NodeID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	inc := &incarnation{store: store, loop: loop, cancel: cancel, ran: make(chan error, 1)}
+	go func() { inc.ran <- loop.Run(ctx) }()
+	return inc, nil
+}
+
+// supervise waits for the running loop to stop; on a failure it starts a new one from the
+// files after the backoff, until Close.
+func (n *Node) supervise() {
+	defer close(n.done)
+	backoff := n.cfg.RestartBackoff
 	for {
-		_, ch, cancel := n.loop.Subscribe(16)
-		err := n.awaitServingOn(ctx, ch)
+		inc := n.current()
+		started := time.Now()
+		var err error
+		select {
+		case err = <-inc.ran:
+		case <-n.closing:
+			inc.cancel()
+			err = <-inc.ran
+			if errors.Is(err, context.Canceled) {
+				err = nil
+			}
+			n.setCloseErr(errors.Join(err, inc.store.Close()))
+			return
+		}
+		n.mu.Lock()
+		if a := inc.loop.Current(); n.floor == nil || a.Index > n.floor.Index {
+			n.floor = a
+		}
+		n.mu.Unlock()
+		inc.store.Close()
+		// The backoff doubles, up to 30 s, while loops fail within a minute of starting
+		// or the store will not open: a full disk stays full for a while, and each
+		// attempt logs at error level.
+		if time.Since(started) > time.Minute {
+			backoff = n.cfg.RestartBackoff
+		}
+		n.cfg.Logger.Error("metadata log stopped; reopening it from its files", "node", n.cfg.NodeID, "err", err, "retry_in", backoff)
+		for {
+			select {
+			case <-n.closing:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			next, err := n.start()
+			if err == nil {
+				n.mu.Lock()
+				n.inc = next
+				n.mu.Unlock()
+				break
+			}
+			n.cfg.Logger.Error("reopening the metadata log", "node", n.cfg.NodeID, "err", err, "retry_in", backoff)
+		}
+	}
+}
+
+func (n *Node) current() *incarnation {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.inc
+}
+
+func (n *Node) setCloseErr(err error) {
+	n.closeMu.Lock()
+	n.closeErr = err
+	n.closeMu.Unlock()
+}
+
+var errLoopFailed = errors.New("node: the metadata loop failed")
+
+func (n *Node) awaitServing(ctx context.Context, inc *incarnation) error {
+	for {
+		_, ch, cancel := inc.loop.Subscribe(16)
+		err := n.awaitServingOn(ctx, inc.loop, ch)
 		cancel()
 		if !errors.Is(err, errResubscribe) {
 			return err
@@ -136,21 +247,21 @@ var errResubscribe = errors.New("node: subscription dropped")
 
 // awaitServingOn waits on one subscription: Serving turns true when an entry is applied,
 // and every apply is published.
-func (n *Node) awaitServingOn(ctx context.Context, ch <-chan *quorum.Applied) error {
+func (n *Node) awaitServingOn(ctx context.Context, loop *quorum.Loop, ch <-chan *quorum.Applied) error {
 	for {
-		if _, ok := n.loop.Serving(); ok {
+		if _, ok := loop.Serving(); ok {
 			return nil
 		}
 		select {
 		case _, open := <-ch:
 			if !open {
-				if err := n.loop.Err(); err != nil {
-					return fmt.Errorf("node %d: metadata loop: %w", n.cfg.NodeID, err)
+				if err := loop.Err(); err != nil {
+					return fmt.Errorf("%w: %v", errLoopFailed, err)
 				}
 				return errResubscribe
 			}
-		case <-n.loop.Done():
-			return fmt.Errorf("node %d: metadata loop: %w", n.cfg.NodeID, n.loop.Err())
+		case <-loop.Done():
+			return fmt.Errorf("%w: %v", errLoopFailed, loop.Err())
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -159,8 +270,21 @@ func (n *Node) awaitServingOn(ctx context.Context, ch <-chan *quorum.Applied) er
 
 // Image is the newest applied image and the raft index it is at.
 func (n *Node) Image() (*metadata.Image, uint64) {
-	a := n.loop.Current()
+	a := n.applied()
 	return a.State.(*metadata.Image), a.Index
+}
+
+// applied is the running loop's newest Applied, or the one a failed loop reached while a
+// new loop has not applied that far yet.
+func (n *Node) applied() *quorum.Applied {
+	n.mu.Lock()
+	inc, floor := n.inc, n.floor
+	n.mu.Unlock()
+	a := inc.loop.Current()
+	if floor != nil && floor.Index > a.Index {
+		return floor
+	}
+	return a
 }
 
 // Propose appends records as one entry and returns its raft index once it is applied
@@ -170,10 +294,17 @@ func (n *Node) Image() (*metadata.Image, uint64) {
 func (n *Node) Propose(ctx context.Context, records []wire.MetadataRecord) (uint64, error) {
 	n.proposeMu.Lock()
 	defer n.proposeMu.Unlock()
-	if _, ok := n.loop.Serving(); !ok {
+	loop := n.current().loop
+	select {
+	case <-loop.Done():
+		return 0, fmt.Errorf("%w: %v", ErrStopped, loop.Err())
+	default:
+	}
+	if _, ok := loop.Serving(); !ok {
 		return 0, quorum.ErrNotController
 	}
-	im, applied := n.Image()
+	a := loop.Current()
+	im, applied := a.State.(*metadata.Image), a.Index
 	// The entry's index will be above applied; applied+1 stands in for it (it only
 	// matters as a registration's epoch, which must exceed the broker's last one).
 	if _, _, err := metadata.ApplyEntry(im, applied+1, records); err != nil {
@@ -183,21 +314,21 @@ func (n *Node) Propose(ctx context.Context, records []wire.MetadataRecord) (uint
 	if err != nil {
 		return 0, err
 	}
-	return n.loop.Propose(ctx, data)
+	return loop.Propose(ctx, data)
 }
 
 // WaitApplied returns once index is applied here.
 func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
-	return n.loop.WaitApplied(ctx, index)
+	return n.current().loop.WaitApplied(ctx, index)
 }
 
 // Serving reports whether this node is the controller (the serving raft leader), and in
 // which term.
-func (n *Node) Serving() (term uint64, ok bool) { return n.loop.Serving() }
+func (n *Node) Serving() (term uint64, ok bool) { return n.current().loop.Serving() }
 
-// Loop is the node's quorum loop, for the transport that delivers peers' raft messages
-// (Step) and for status requests.
-func (n *Node) Loop() *quorum.Loop { return n.loop }
+// Loop is the node's running quorum loop, for the transport that delivers peers' raft
+// messages (Step) and for status requests; after a storage failure it is another one.
+func (n *Node) Loop() *quorum.Loop { return n.current().loop }
 
 // Update is one applied image and what changed since the previous one.
 type Update struct {
@@ -217,24 +348,22 @@ func UpdateOf(a *quorum.Applied) Update {
 }
 
 // Subscribe delivers every applied image after first, in order (see quorum.Loop.Subscribe:
-// a subscriber that lets buf fill is dropped and its channel closed).
+// a subscriber that lets buf fill is dropped and its channel closed; so is every
+// subscriber of a loop that stops).
 func (n *Node) Subscribe(buf int) (first *quorum.Applied, ch <-chan *quorum.Applied, cancel func()) {
-	return n.loop.Subscribe(buf)
+	return n.current().loop.Subscribe(buf)
 }
 
 // Close stops the loop and closes the log. Safe to call twice.
 func (n *Node) Close() error {
-	n.cancel()
-	err, ok := <-n.ran
-	if !ok {
-		return nil
+	n.closeMu.Lock()
+	if !n.closed {
+		n.closed = true
+		close(n.closing)
 	}
-	close(n.ran)
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	if cerr := n.store.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	n.closeMu.Unlock()
+	<-n.done
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	return n.closeErr
 }

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/cluster/quorum"
+	"github.com/exactq/exactq/internal/testdisk"
 	"github.com/exactq/exactq/wire"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -191,5 +193,41 @@ func TestNotControllerRefuses(t *testing.T) {
 	defer n.Close()
 	if _, err := n.Propose(context.Background(), topic("a", 1, 1)); !errors.Is(err, quorum.ErrNotController) {
 		t.Fatalf("a voter without a quorum: %v, want ErrNotController", err)
+	}
+}
+
+// A lone voter restarted on a full disk cannot take its new term: Open still returns, with
+// the image of its files, proposals fail meanwhile, and once space returns the node
+// reopens its log by itself and serves again, the old entries intact.
+func TestFullDiskThenSpaceReturns(t *testing.T) {
+	disk := testdisk.Small(t, 8<<20)
+	fast := func(c *Config) { c.RestartBackoff = 20 * time.Millisecond }
+	n := open(t, disk, fast)
+	ctx := context.Background()
+	if _, err := n.Propose(ctx, append([]wire.MetadataRecord{&wire.ClusterRecord{ClusterID: "c"}}, topic("a", 1, 2)...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	free := testdisk.Fill(t, disk, "filler", 0)
+	n = open(t, disk, fast)
+	defer n.Close()
+	if im, _ := n.Image(); im.Topic("a") == nil || im.Cluster.ID != "c" {
+		t.Fatalf("the image on a full disk lost what the files hold: %+v", im)
+	}
+	if _, err := n.Propose(ctx, topic("b", 2, 1)); err == nil {
+		t.Fatal("a proposal succeeded on a full disk")
+	}
+	free()
+	err := await.Until(10*time.Second, 10*time.Millisecond, func() error {
+		_, err := n.Propose(ctx, topic("b", 2, 1))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("after space returned: %v", err)
+	}
+	if im, _ := n.Image(); im.Topic("a") == nil || im.Topic("b") == nil {
+		t.Fatal("topics missing after the log reopened")
 	}
 }

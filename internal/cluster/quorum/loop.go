@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -193,6 +194,9 @@ func New(opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := commitLoneVoterLog(ms, opts.ID); err != nil {
+		return nil, err
+	}
 	l.state = opts.Machine.Empty()
 	if !raft.IsEmptySnap(snap) {
 		if l.state, err = opts.Machine.Decode(snap.GetData()); err != nil {
@@ -234,6 +238,67 @@ func New(opts Options) (*Loop, error) {
 	l.snapshotAt = opts.Now()
 	l.cur.Store(&Applied{Index: l.applied, State: l.state, Snapshot: !raft.IsEmptySnap(snap)})
 	return l, nil
+}
+
+// commitLoneVoterLog raises the stored Commit to the last index when the log's voter set
+// is this node alone (its checkpoint's voters and every conf change after it add only
+// id). A lone voter is its own majority, so every entry durable in its log is committed,
+// but quorum-state's Commit is only rewritten with Term and Vote: without this, a lone
+// voter that cannot win its election after a restart (a full disk cannot take the new
+// term) would apply only up to that stale Commit, and its image would lose what the log
+// holds.
+func commitLoneVoterLog(ms *raft.MemoryStorage, id uint64) error {
+	hs, cs, err := ms.InitialState()
+	if err != nil {
+		return err
+	}
+	for _, v := range append(slices.Clone(cs.GetVoters()), cs.GetLearners()...) {
+		if v != id {
+			return nil
+		}
+	}
+	first, _ := ms.FirstIndex()
+	last, _ := ms.LastIndex()
+	if last < first || hs.GetCommit() >= last {
+		return nil
+	}
+	ents, err := ms.Entries(first, last+1, math.MaxUint64)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		cc, err := confChangeOf(e)
+		if err != nil {
+			return err
+		}
+		if cc == nil {
+			continue
+		}
+		for _, c := range cc.AsV2().GetChanges() {
+			if c.GetType() != pb.ConfChangeType_ConfChangeAddNode || c.GetNodeId() != id {
+				return nil // the voter set changed: only raft knows what is committed
+			}
+		}
+	}
+	hs.Commit = proto.Uint64(last)
+	return ms.SetHardState(hs)
+}
+
+// confChangeOf decodes a conf change entry (nil for any other entry).
+func confChangeOf(e *pb.Entry) (pb.ConfChangeI, error) {
+	var cc pb.ConfChangeI
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		cc = &pb.ConfChange{}
+	case pb.EntryConfChangeV2:
+		cc = &pb.ConfChangeV2{}
+	default:
+		return nil, nil
+	}
+	if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
+		return nil, fmt.Errorf("quorum: conf change at %d: %w", e.GetIndex(), err)
+	}
+	return cc, nil
 }
 
 // Run drives the loop until ctx ends or the store fails; it returns why it stopped.
@@ -430,14 +495,9 @@ func (l *Loop) apply(ents []*pb.Entry) error {
 		}
 		switch e.GetType() {
 		case pb.EntryConfChange, pb.EntryConfChangeV2:
-			var cc pb.ConfChangeI
-			if e.GetType() == pb.EntryConfChange {
-				cc = &pb.ConfChange{}
-			} else {
-				cc = &pb.ConfChangeV2{}
-			}
-			if err := proto.Unmarshal(e.GetData(), cc.(proto.Message)); err != nil {
-				return fmt.Errorf("quorum: conf change at %d: %w", e.GetIndex(), err)
+			cc, err := confChangeOf(e)
+			if err != nil {
+				return err
 			}
 			l.cs = l.rn.ApplyConfChange(cc)
 		default:
@@ -458,7 +518,6 @@ func (l *Loop) apply(ents []*pb.Entry) error {
 		l.applied = e.GetIndex()
 		if l.leading && e.GetTerm() == l.term {
 			l.serving = true // this term's first entry (raft's empty one) is applied
-			l.servingTerm.Store(l.term)
 		}
 		for len(l.pending) > 0 && l.pending[0].index != 0 && l.pending[0].index <= l.applied {
 			p := l.pending[0]
@@ -514,6 +573,12 @@ func (l *Loop) publish(a *Applied) {
 	l.subsMu.Lock()
 	defer l.subsMu.Unlock()
 	l.cur.Store(a)
+	if l.serving {
+		// After Current, so that whoever sees Serving finds every entry before this
+		// term's first in Current (node.Propose checks a batch against it); before the
+		// subscribers hear of a, so that one woken by it sees Serving.
+		l.servingTerm.Store(l.term)
+	}
 	for s := range l.subs {
 		select {
 		case s.ch <- a:

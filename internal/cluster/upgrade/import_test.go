@@ -10,13 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/cluster/upgrade"
-	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/internal/cluster/upgrade/fixture"
 	"github.com/exactq/exactq/wire"
 )
 
@@ -40,112 +36,30 @@ func importImage(t *testing.T, dir string, node int32) (*metadata.Image, []wire.
 	return im, recs
 }
 
-// TestImportWhatTheBrokerWrote runs a real broker on a directory (its own writers make
-// the files), changes everything the files keep through the wire, reads back what the
-// broker reports, stops it, and checks the imported image says the same.
+// TestImportWhatTheBrokerWrote imports the directory the last broker with JSON metadata
+// files wrote (the fixture) and checks the image says what that broker answered on the
+// wire before it stopped.
 func TestImportWhatTheBrokerWrote(t *testing.T) {
-	tb := testbroker.Start(t, testbroker.WithoutAutoCreate())
-	ctx := ctxT(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr))
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	want := fixture.Extract(t, dir)
+	im, recs := importImage(t, dir, fixture.NodeID)
+	if im.Cluster.ID != want.ClusterID || im.Cluster.CreatedMillis <= 0 {
+		t.Errorf("cluster %+v, want id %s", im.Cluster, want.ClusterID)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-
-	for _, c := range []struct {
-		name    string
-		parts   int32
-		configs map[string]*string
-	}{
-		{"orders", 3, map[string]*string{"retention.ms": kmsg.StringPtr("3600000"), "cleanup.policy": kmsg.StringPtr("compact")}},
-		{"plain", 1, nil},
-		{"grows", 2, nil},
-		{"gone", 2, nil},
-	} {
-		if _, err := adm.CreateTopic(ctx, c.parts, 1, c.configs, c.name); err != nil {
-			t.Fatalf("create %s: %v", c.name, err)
-		}
+	if !reflect.DeepEqual(im.Features, want.Features) {
+		t.Errorf("features %v, the broker finalized %v", im.Features, want.Features)
 	}
-	if _, err := adm.UpdatePartitions(ctx, 5, "grows"); err != nil {
-		t.Fatal(err)
+	if len(im.TopicsByID) != len(want.Topics) {
+		t.Errorf("%d topics imported, the broker had %d", len(im.TopicsByID), len(want.Topics))
 	}
-	if _, err := adm.DeleteTopics(ctx, "gone"); err != nil {
-		t.Fatal(err)
-	}
-	alter := []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kmsg.StringPtr("2048")}, {Op: kadm.DeleteConfig, Name: "retention.ms"}}
-	if _, err := adm.AlterTopicConfigs(ctx, alter, "orders"); err != nil {
-		t.Fatal(err)
-	}
-	if err := testbroker.SetGroupConfigs(ctx, cl, "g1", "share.auto.offset.reset", "earliest", "share.record.lock.duration.ms", "20000"); err != nil {
-		t.Fatal(err)
-	}
-	if err := testbroker.SetGroupConfigs(ctx, cl, "g2", "share.isolation.level", "read_committed"); err != nil {
-		t.Fatal(err)
-	}
-	fu := kmsg.NewPtrUpdateFeaturesRequest()
-	u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
-	u.Feature, u.MaxVersionLevel, u.UpgradeType = "share.version", 0, 2
-	fu.FeatureUpdates = append(fu.FeatureUpdates, u)
-	if resp, err := fu.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("UpdateFeatures: %v %v", err, resp)
-	}
-	pid, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, cl)
-	if err != nil || pid.ErrorCode != 0 {
-		t.Fatalf("InitProducerId: %v %+v", err, pid)
-	}
-
-	// What the broker says, to compare the image with.
-	md, err := adm.Metadata(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov, err := adm.DescribeTopicConfigs(ctx, md.Topics.Names()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantTopicConfigs := map[string]map[string]string{}
-	for _, rc := range ov {
-		for _, c := range rc.Configs {
-			if c.Source == kmsg.ConfigSourceDynamicTopicConfig {
-				if wantTopicConfigs[rc.Name] == nil {
-					wantTopicConfigs[rc.Name] = map[string]string{}
-				}
-				wantTopicConfigs[rc.Name][c.Key] = c.MaybeValue()
-			}
-		}
-	}
-	av := kmsg.NewPtrApiVersionsRequest()
-	av.Version = 3
-	avr, err := av.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantFeatures := map[string]int16{}
-	for _, f := range avr.FinalizedFeatures {
-		wantFeatures[f.Name] = f.MaxVersionLevel
-	}
-	clusterID := tb.Broker.ClusterID()
-	tb.Stop()
-
-	im, recs := importImage(t, tb.DataDir, 1)
-	if im.Cluster.ID != clusterID || im.Cluster.CreatedMillis <= 0 {
-		t.Errorf("cluster %+v, want id %s", im.Cluster, clusterID)
-	}
-	if !reflect.DeepEqual(im.Features, wantFeatures) {
-		t.Errorf("features %v, the broker finalized %v", im.Features, wantFeatures)
-	}
-	if len(im.TopicsByID) != len(md.Topics) {
-		t.Errorf("%d topics imported, the broker had %d (%v)", len(im.TopicsByID), len(md.Topics), md.Topics.Names())
-	}
-	for name, td := range md.Topics {
+	for name, wt := range want.Topics {
 		it := im.Topic(name)
 		if it == nil {
 			t.Errorf("topic %s not imported", name)
 			continue
 		}
-		if it.ID != metadata.TopicID(td.ID) || len(it.Partitions) != len(td.Partitions) {
-			t.Errorf("topic %s: id %x, %d partitions; the broker: %x, %d", name, it.ID, len(it.Partitions), td.ID, len(td.Partitions))
+		if it.ID != metadata.TopicID(wt.ID) || len(it.Partitions) != wt.Partitions {
+			t.Errorf("topic %s: id %x, %d partitions; the broker: %x, %d", name, it.ID, len(it.Partitions), wt.ID, wt.Partitions)
 		}
 		for i, p := range it.Partitions {
 			want := &metadata.Partition{Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}
@@ -154,28 +68,24 @@ func TestImportWhatTheBrokerWrote(t *testing.T) {
 			}
 		}
 		got := im.Configs[metadata.ConfigResource{Type: metadata.ResourceTopic, Name: name}]
-		if len(got) != 0 || len(wantTopicConfigs[name]) != 0 {
-			if !reflect.DeepEqual(got, wantTopicConfigs[name]) {
-				t.Errorf("topic %s configs %v, the broker: %v", name, got, wantTopicConfigs[name])
+		if len(got) != 0 || len(wt.Configs) != 0 {
+			if !reflect.DeepEqual(got, wt.Configs) {
+				t.Errorf("topic %s configs %v, the broker: %v", name, got, wt.Configs)
 			}
 		}
 	}
 	if im.Topic("gone") != nil || im.Topic("grows") == nil || len(im.Topic("grows").Partitions) != 5 {
 		t.Errorf("deleted or grown topic wrong: gone %v grows %v", im.Topic("gone"), im.Topic("grows"))
 	}
-	wantGroups := map[string]map[string]string{
-		"g1": {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "20000"},
-		"g2": {"share.isolation.level": "read_committed"},
-	}
-	for g, want := range wantGroups {
+	for g, want := range want.GroupConfigs {
 		if got := im.Configs[metadata.ConfigResource{Type: metadata.ResourceGroup, Name: g}]; !reflect.DeepEqual(got, want) {
 			t.Errorf("group %s configs %v, want %v", g, got, want)
 		}
 	}
 	// The broker reserved one block at start and issued an id from it: the next block
 	// starts at the block's end, above the id issued.
-	if im.ProducerIDs.Next != 1000 || pid.ProducerID >= im.ProducerIDs.Next || im.ProducerIDs.BrokerID != 1 {
-		t.Errorf("producer ids %+v after issuing %d", im.ProducerIDs, pid.ProducerID)
+	if im.ProducerIDs.Next != 1000 || want.ProducerID >= im.ProducerIDs.Next || im.ProducerIDs.BrokerID != 1 {
+		t.Errorf("producer ids %+v after issuing %d", im.ProducerIDs, want.ProducerID)
 	}
 	// The import is a checkpoint's order: the image gives back the same records.
 	if back := im.Records(); !reflect.DeepEqual(back, recs) {

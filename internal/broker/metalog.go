@@ -1,0 +1,150 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/exactq/exactq/internal/cluster/admin"
+	"github.com/exactq/exactq/internal/cluster/metadata"
+	"github.com/exactq/exactq/internal/cluster/node"
+	"github.com/exactq/exactq/internal/cluster/upgrade"
+	"github.com/exactq/exactq/internal/log"
+	"github.com/exactq/exactq/wire"
+)
+
+// The broker's durable metadata (topics and their ids, partitions, topic, group and broker
+// configs, finalized features, the producer-id bound, the cluster id) lives in the metadata
+// log, <data>/__cluster_metadata-0, applied to an image by internal/cluster/node. A
+// zero-config broker is that log's only voter: every change is one entry, durable (one
+// fsync) when it is applied. The broker's registries (topics, features, group configs,
+// producer ids) are what the image says, kept in memory for the hot paths and changed
+// only after the entry that changes them is applied.
+
+// metadataProposeTimeout bounds how long one metadata change may wait for its entry: a
+// lone voter applies it after one fsync, so only a failing disk makes it wait.
+const metadataProposeTimeout = 30 * time.Second
+
+// propose appends records to the metadata log as one atomic entry and returns once it is
+// applied, with the entry's index.
+func (b *Broker) propose(records ...wire.MetadataRecord) (uint64, error) {
+	if h := b.proposeFault.Load(); h != nil {
+		if err := (*h)(records); err != nil {
+			return 0, fmt.Errorf("metadata log: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
+	defer cancel()
+	idx, err := b.meta.Propose(ctx, records)
+	if err != nil {
+		return 0, fmt.Errorf("metadata log: %w", err)
+	}
+	return idx, nil
+}
+
+// image is the metadata image the broker last applied, and its index.
+func (b *Broker) image() (*metadata.Image, uint64) { return b.meta.Image() }
+
+// openMetadataLog opens the metadata log. A new log gets its first entry: the cluster (the
+// data directory's id from meta.json) and the features at their initial levels. A data
+// directory from before the metadata log (it has a topics/ directory of JSON records) is
+// upgraded in place: its metadata is imported into the log (the commit point), then
+// upgrade.Finish tags the partition directories with their topic ids and moves the old
+// files into pre-cluster/, leaving a plain file named topics so that an older exactq
+// refuses the directory instead of deleting every partition.
+func (b *Broker) openMetadataLog() error {
+	dataDir := b.cfg.DataDir
+	legacy := false
+	if fi, err := os.Stat(filepath.Join(dataDir, upgrade.TopicsDir)); err == nil && fi.IsDir() {
+		legacy = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
+	defer cancel()
+	n, err := node.Open(ctx, node.Config{NodeID: b.cfg.NodeID, DataDir: dataDir, Logger: b.logger})
+	if err != nil {
+		return err
+	}
+	b.meta = n
+	im, _ := n.Image()
+	if im.Cluster.ID == "" {
+		recs := append([]wire.MetadataRecord{&wire.ClusterRecord{ClusterID: b.dir.ClusterID, CreatedMillis: b.now().UnixMilli()}},
+			admin.InitialFeatures()...)
+		if legacy {
+			if recs, err = upgrade.Import(dataDir, b.cfg.NodeID); err != nil {
+				return err
+			}
+			b.logger.Info("upgrading the data directory to the metadata log", "dir", dataDir, "records", len(recs))
+		}
+		for _, entry := range bootstrapEntries(im, recs) {
+			if _, err := b.propose(entry...); err != nil {
+				return fmt.Errorf("bootstrapping the metadata log: %w", err)
+			}
+		}
+	}
+	if legacy {
+		im, _ := n.Image()
+		if err := upgrade.Finish(dataDir, im, b.cfg.NodeID); err != nil {
+			return fmt.Errorf("finishing the upgrade of %s: %w", dataDir, err)
+		}
+		b.logger.Info("data directory upgraded; the files it replaced are in pre-cluster/", "dir", dataDir)
+		return nil
+	}
+	guard := filepath.Join(dataDir, upgrade.TopicsDir)
+	if _, err := os.Stat(guard); errors.Is(err, os.ErrNotExist) {
+		// Where exactq before the metadata log kept its topics/ directory: an older exactq
+		// started here fails to create it, instead of finding no topics and deleting every
+		// partition directory.
+		return log.WriteFileDurable(dataDir, upgrade.TopicsDir, []byte("exactq keeps its topics in "+node.LogDir+"/\n"))
+	}
+	return nil
+}
+
+// bootstrapEntryBytes is the size at which bootstrapEntries starts a new entry, well
+// under metadata.MaxEntryBytes.
+const bootstrapEntryBytes = 4 << 20
+
+// bootstrapEntries splits a new cluster's records into entries that fit the log, each cut
+// before a topic (a topic's records stay in one entry), with the ClusterRecord in the
+// last: a log with a cluster id is bootstrapped, and one without is bootstrapped again
+// after a crash. Records im already holds from such an earlier attempt are left out: its
+// topics (by id) and a producer-id bound it has reached; feature levels and configs apply
+// again unchanged.
+func bootstrapEntries(im *metadata.Image, recs []wire.MetadataRecord) [][]wire.MetadataRecord {
+	var cluster wire.MetadataRecord
+	var entries [][]wire.MetadataRecord
+	var cur []wire.MetadataRecord
+	size := 0
+	skipTopic := false
+	for _, r := range recs {
+		switch r := r.(type) {
+		case *wire.ClusterRecord:
+			cluster = r
+			continue
+		case *wire.TopicRecord:
+			if skipTopic = im.TopicsByID[r.TopicID] != nil; skipTopic {
+				continue
+			}
+			if size > bootstrapEntryBytes {
+				entries, cur, size = append(entries, cur), nil, 0
+			}
+		case *wire.PartitionRecord:
+			if skipTopic {
+				continue
+			}
+		case *wire.ConfigRecord:
+			if skipTopic && r.ResourceType == metadata.ResourceTopic {
+				continue
+			}
+		case *wire.ProducerIdsRecord:
+			if r.NextProducerID <= im.ProducerIDs.Next {
+				continue
+			}
+		}
+		cur = append(cur, r)
+		size += len(wire.AppendMetadataRecord(nil, r))
+	}
+	return append(entries, append(cur, cluster))
+}
