@@ -9,6 +9,10 @@
 //     response, 0 meaning TxnShareAcknowledgeDefaultKey (95, exactq decision D1).
 //   - InitProducerId v0-6: v6 adds KIP-939's Enable2Pc and KeepPreparedTxn (request) and
 //     OngoingTxnProducerID/Epoch (response); v0-5 encode byte for byte as kmsg's.
+//   - RaftMessage (exactq's, private key 32000): raft messages between nodes' quorum
+//     loops, as raftpb protobuf encodings with the sender's cluster id, node id and
+//     DirectoryId (internal/cluster/raftnet sends and serves it). Peers only: not in
+//     kgo's versions and never advertised to clients.
 //
 // The encoders and decoders (generated.go) are written by franz-go's own message
 // generator, vendored in internal/franzgen, from the definition files in definitions/,

@@ -3044,6 +3044,252 @@ func NewTxnShareAcknowledgeResponse() TxnShareAcknowledgeResponse {
 	return v
 }
 
+// RaftMessageRequest carries raft messages from one node to one raft member.
+type RaftMessageRequest struct {
+	// Version is the version of this message used with a Kafka broker.
+	Version int16
+
+	// ClusterID is the sender's cluster id, empty while it does not know one yet
+	// (a new cluster's id is the first leader's ClusterRecord). A receiver that
+	// knows another id answers INCONSISTENT_CLUSTER_ID.
+	ClusterID string
+
+	// SenderNodeID is the sender's node.id; the low 32 bits of every message's
+	// From (its raft id) are SenderNodeID+1.
+	SenderNodeID int32
+
+	// SenderDirectoryID is the DirectoryId of the sender's data directory. A
+	// receiver that knows another DirectoryId for SenderNodeID answers
+	// INCONSISTENT_VOTER_SET: the sender was replaced (it lost its disk) and must
+	// not take part in raft under its old raft id.
+	SenderDirectoryID [16]byte
+
+	// DestinationRaftID is the raft id the messages are for (every message's To).
+	// A receiver whose raft id differs answers INVALID_VOTER_KEY.
+	DestinationRaftID int64
+
+	// Messages are raftpb.Message protobuf encodings, in the order raft produced
+	// them. A MsgSnap carries the whole checkpoint, so one message may come close
+	// to the frame limit.
+	Messages [][]byte
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (*RaftMessageRequest) Key() int16                 { return 32000 }
+func (*RaftMessageRequest) MaxVersion() int16          { return 0 }
+func (v *RaftMessageRequest) SetVersion(version int16) { v.Version = version }
+func (v *RaftMessageRequest) GetVersion() int16        { return v.Version }
+func (v *RaftMessageRequest) IsFlexible() bool         { return v.Version >= 0 }
+func (v *RaftMessageRequest) ResponseKind() Response {
+	r := &RaftMessageResponse{Version: v.Version}
+	r.Default()
+	return r
+}
+
+// RequestWith is requests v on r and returns the response or an error.
+// For sharded requests, the response may be merged and still return an error.
+// It is better to rely on client.RequestSharded than to rely on proper merging behavior.
+func (v *RaftMessageRequest) RequestWith(ctx context.Context, r Requestor) (*RaftMessageResponse, error) {
+	kresp, err := r.Request(ctx, v)
+	resp, _ := kresp.(*RaftMessageResponse)
+	return resp, err
+}
+
+func (v *RaftMessageRequest) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendString(dst, v.ClusterID, isFlexible)
+	}
+	{
+		dst = appendInt32(dst, v.SenderNodeID)
+	}
+	{
+		dst = appendUuid(dst, v.SenderDirectoryID)
+	}
+	{
+		dst = appendInt64(dst, v.DestinationRaftID)
+	}
+	{
+		v := v.Messages
+		dst = appendArrayLen(dst, len(v), isFlexible)
+		for i := range v {
+			dst = appendBytes(dst, v[i], isFlexible)
+		}
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *RaftMessageRequest) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *RaftMessageRequest) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *RaftMessageRequest) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		readString(&b, &s.ClusterID, isFlexible, unsafe)
+	}
+	{
+		s.SenderNodeID = readInt32(&b)
+	}
+	{
+		s.SenderDirectoryID = readUuid(&b)
+	}
+	{
+		s.DestinationRaftID = readInt64(&b)
+	}
+	{
+		v := s.Messages
+		a := v
+		var l int32
+		l = readArrayLen(&b, isFlexible)
+		if !b.Ok() {
+			return kbin.ErrNotEnoughData
+		}
+		a = a[:0]
+		if l > 0 {
+			a = append(a, make([][]byte, l)...)
+		}
+		for i := range a {
+			readBytes(&b, &a[i], isFlexible)
+		}
+		v = a
+		s.Messages = v
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+
+// NewPtrRaftMessageRequest returns a pointer to a default RaftMessageRequest
+// This is a shortcut for creating a new(struct) and calling Default yourself.
+func NewPtrRaftMessageRequest() *RaftMessageRequest {
+	var v RaftMessageRequest
+	v.Default()
+	return &v
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to RaftMessageRequest.
+func (v *RaftMessageRequest) Default() {
+}
+
+// NewRaftMessageRequest returns a default RaftMessageRequest
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewRaftMessageRequest() RaftMessageRequest {
+	var v RaftMessageRequest
+	v.Default()
+	return v
+}
+
+// RaftMessageResponse is returned for a RaftMessageRequest, as soon as the
+// messages are queued for the receiver's quorum loop (or refused).
+type RaftMessageResponse struct {
+	// Version is the version of this message used with a Kafka broker.
+	Version int16
+
+	// ErrorCode is 0 when every message was queued, else none was:
+	//
+	// INCONSISTENT_CLUSTER_ID: the receiver belongs to another cluster.
+	//
+	// INVALID_VOTER_KEY: DestinationRaftID is not the receiver's raft id (the
+	// sender's view of the receiver is stale, or the address reaches another node).
+	//
+	// INCONSISTENT_VOTER_SET: the sender was replaced (SenderDirectoryID is not the
+	// one registered for SenderNodeID).
+	//
+	// INVALID_REQUEST: a message does not decode, is raft-local, or is not from
+	// SenderNodeID to DestinationRaftID.
+	//
+	// REQUEST_TIMED_OUT: the receiver's quorum loop queue is full (retriable; raft
+	// resends on its own).
+	//
+	// BROKER_NOT_AVAILABLE: the receiver's quorum loop is not running.
+	ErrorCode int16
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (*RaftMessageResponse) Key() int16                 { return 32000 }
+func (*RaftMessageResponse) MaxVersion() int16          { return 0 }
+func (v *RaftMessageResponse) SetVersion(version int16) { v.Version = version }
+func (v *RaftMessageResponse) GetVersion() int16        { return v.Version }
+func (v *RaftMessageResponse) IsFlexible() bool         { return v.Version >= 0 }
+func (v *RaftMessageResponse) RequestKind() Request     { return &RaftMessageRequest{Version: v.Version} }
+
+func (v *RaftMessageResponse) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.ErrorCode)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *RaftMessageResponse) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *RaftMessageResponse) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *RaftMessageResponse) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.ErrorCode = readInt16(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+
+// NewPtrRaftMessageResponse returns a pointer to a default RaftMessageResponse
+// This is a shortcut for creating a new(struct) and calling Default yourself.
+func NewPtrRaftMessageResponse() *RaftMessageResponse {
+	var v RaftMessageResponse
+	v.Default()
+	return &v
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to RaftMessageResponse.
+func (v *RaftMessageResponse) Default() {
+}
+
+// NewRaftMessageResponse returns a default RaftMessageResponse
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewRaftMessageResponse() RaftMessageResponse {
+	var v RaftMessageResponse
+	v.Default()
+	return v
+}
+
 // Type returns MetadataRecordTypeRegisterBrokerRecord (0).
 func (*RegisterBrokerRecord) Type() MetadataRecordType { return MetadataRecordTypeRegisterBrokerRecord }
 

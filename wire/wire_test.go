@@ -106,13 +106,28 @@ func txnShareAcknowledgeResponse() *TxnShareAcknowledgeResponse {
 	return r
 }
 
+func raftMessageRequest() *RaftMessageRequest {
+	r := NewPtrRaftMessageRequest()
+	r.ClusterID, r.SenderNodeID, r.DestinationRaftID = "cluster-1", 2, 1<<32|4
+	r.SenderDirectoryID = [16]byte{0xd1, 0x2}
+	r.Messages = [][]byte{{0x08, 0x03}, {}, []byte("raft")}
+	r.UnknownTags.Set(3, []byte("three"))
+	return r
+}
+
+func raftMessageResponse() *RaftMessageResponse {
+	r := NewPtrRaftMessageResponse()
+	r.ErrorCode = 94
+	return r
+}
+
 // every is one populated message of each kind at every version it has.
 func every() []message {
 	var all []message
 	for v := range (*InitProducerIDRequest)(nil).MaxVersion() + 1 {
 		all = append(all, initProducerIDRequest(v), initProducerIDResponse(v))
 	}
-	return append(all, txnShareAcknowledgeRequest(), txnShareAcknowledgeResponse())
+	return append(all, txnShareAcknowledgeRequest(), txnShareAcknowledgeResponse(), raftMessageRequest(), raftMessageResponse())
 }
 
 // fresh is an empty message of m's kind and version, as a server or client decodes into.
@@ -126,6 +141,10 @@ func fresh(m message) message {
 		return &TxnShareAcknowledgeRequest{Version: m.Version, APIKey: m.APIKey}
 	case *TxnShareAcknowledgeResponse:
 		return &TxnShareAcknowledgeResponse{Version: m.Version, APIKey: m.APIKey}
+	case *RaftMessageRequest:
+		return &RaftMessageRequest{Version: m.Version}
+	case *RaftMessageResponse:
+		return &RaftMessageResponse{Version: m.Version}
 	}
 	panic("unknown message")
 }
@@ -212,11 +231,37 @@ func TestWireBytes(t *testing.T) {
 		{req, "0374780000ea60000000000000002a0007010100"},
 		{resp, "000000000000000000000000002a0008000000000000002a000700"},
 		{txnShareAcknowledgeRequest(), "0574782d3103736700000000000000070002046d2d3100000004020102000000000000000000000000000003000000000200000000000000000000000000000009020100000000000302000000000000000500000000000000070401000300000000"},
+		// compact string "c", node 2, directory id, raft id 1<<32|4, compact array of two compact bytes (0102, empty), no tags
+		{rawRaftMessage(), "0263000000020102030405060708090a0b0c0d0e0f100000000100000004030301020100"},
+		{raftMessageResponse(), "005e00"},
 		{txnShareAcknowledgeResponse(), "0000000500000209000000000000000000000000000000030000000100790d6e6f742061637175697265640000000002000000000000"},
 	} {
 		if got := hex.EncodeToString(c.m.AppendTo(nil)); got != c.want {
 			t.Errorf("%T v%d: %s, want %s", c.m, c.m.GetVersion(), got, c.want)
 		}
+	}
+}
+
+func rawRaftMessage() *RaftMessageRequest {
+	r := NewPtrRaftMessageRequest()
+	r.ClusterID, r.SenderNodeID, r.DestinationRaftID = "c", 2, 1<<32|4
+	r.SenderDirectoryID = [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	r.Messages = [][]byte{{1, 2}, {}}
+	return r
+}
+
+// TestRaftMessageIsPrivate: RaftMessage is key 32000 (peer.RaftMessageKey) and carries
+// none of kmsg's routing markers: it goes to the node it names, never to a coordinator.
+func TestRaftMessageIsPrivate(t *testing.T) {
+	var req kmsg.Request = NewPtrRaftMessageRequest()
+	if req.Key() != 32000 || req.ResponseKind().Key() != 32000 {
+		t.Fatalf("keys %d, %d; want 32000", req.Key(), req.ResponseKind().Key())
+	}
+	_, admin := req.(kmsg.AdminRequest)
+	_, group := req.(kmsg.GroupCoordinatorRequest)
+	_, txn := req.(kmsg.TxnCoordinatorRequest)
+	if admin || group || txn {
+		t.Fatalf("RaftMessageRequest has routing markers: admin %v group %v txn %v", admin, group, txn)
 	}
 }
 
@@ -299,4 +344,12 @@ func FuzzTxnShareAcknowledgeRequest(f *testing.F) {
 
 func FuzzTxnShareAcknowledgeResponse(f *testing.F) {
 	fuzz(f, func(v int16) message { return &TxnShareAcknowledgeResponse{Version: v} })
+}
+
+func FuzzRaftMessageRequest(f *testing.F) {
+	fuzz(f, func(v int16) message { return &RaftMessageRequest{Version: v} })
+}
+
+func FuzzRaftMessageResponse(f *testing.F) {
+	fuzz(f, func(v int16) message { return &RaftMessageResponse{Version: v} })
 }

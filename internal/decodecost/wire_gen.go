@@ -26,6 +26,11 @@ func walkWireRequest(r *reader, req kmsg.Request) bool {
 			return false
 		}
 		walkWireTxnShareAcknowledgeRequest(r, version)
+	case *wire.RaftMessageRequest:
+		if version > 0 {
+			return false
+		}
+		walkWireRaftMessageRequest(r, version)
 	default:
 		return false
 	}
@@ -38,6 +43,8 @@ func isWireRequest(req kmsg.Request) bool {
 	case *wire.InitProducerIDRequest:
 		return true
 	case *wire.TxnShareAcknowledgeRequest:
+		return true
+	case *wire.RaftMessageRequest:
 		return true
 	}
 	return false
@@ -230,6 +237,33 @@ func walkWireTxnShareAcknowledgeRequestTopicPartitionAcknowledgementBatch(r *rea
 	}
 }
 
+// walkWireRaftMessageRequest walks a RaftMessageRequest body as (*wire.RaftMessageRequest).ReadFrom reads it.
+func walkWireRaftMessageRequest(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // ClusterID
+		r.string(isFlexible)
+	}
+	{ // SenderNodeID
+		r.skip(4)
+	}
+	{ // SenderDirectoryID
+		r.skip(16)
+	}
+	{ // DestinationRaftID
+		r.skip(8)
+	}
+	{ // Messages
+		l := r.arrayLen(isFlexible)
+		for i, n := int32(0), r.elems(l, wireMinBytes4[b2i(isFlexible)][version], sizeof[[]byte]()); i < n && !r.bad; i++ {
+			r.bytes(isFlexible)
+		}
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
 // walkWireRegisterBrokerRecord walks a RegisterBrokerRecord body as (*wire.RegisterBrokerRecord).ReadFrom reads it.
 func walkWireRegisterBrokerRecord(r *reader, version int16) {
 	isFlexible := version >= 0
@@ -248,7 +282,7 @@ func walkWireRegisterBrokerRecord(r *reader, version int16) {
 	}
 	{ // EndPoints
 		l := r.arrayLen(isFlexible)
-		for i, n := int32(0), r.elems(l, wireMinBytes4[b2i(isFlexible)][version], sizeof[wire.RegisterBrokerRecordEndPoint]()); i < n && !r.bad; i++ {
+		for i, n := int32(0), r.elems(l, wireMinBytes5[b2i(isFlexible)][version], sizeof[wire.RegisterBrokerRecordEndPoint]()); i < n && !r.bad; i++ {
 			walkWireRegisterBrokerRecordEndPoint(r, version, isFlexible)
 		}
 	}
@@ -731,8 +765,14 @@ var wireMinBytes3 = [2][7]int64{
 	{18, 18, 18, 18, 18, 18, 18},
 }
 
-// wireMinBytes4: fewest bytes of a RegisterBrokerRecordEndPoint, by [isFlexible][version].
+// wireMinBytes4: fewest bytes of a []byte, by [isFlexible][version].
 var wireMinBytes4 = [2][7]int64{
+	{4, 4, 4, 4, 4, 4, 4},
+	{1, 1, 1, 1, 1, 1, 1},
+}
+
+// wireMinBytes5: fewest bytes of a RegisterBrokerRecordEndPoint, by [isFlexible][version].
+var wireMinBytes5 = [2][7]int64{
 	{8, 8, 8, 8, 8, 8, 8},
 	{7, 7, 7, 7, 7, 7, 7},
 }

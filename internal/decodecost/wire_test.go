@@ -17,7 +17,7 @@ import (
 func wireRequests(version int16) []kmsg.Request {
 	all := []kmsg.Request{&wire.InitProducerIDRequest{Version: version}}
 	if version == 0 {
-		all = append(all, &wire.TxnShareAcknowledgeRequest{}, &wire.TxnShareAcknowledgeRequest{APIKey: 98})
+		all = append(all, &wire.TxnShareAcknowledgeRequest{}, &wire.TxnShareAcknowledgeRequest{APIKey: 98}, &wire.RaftMessageRequest{})
 	}
 	return all
 }
@@ -58,6 +58,15 @@ func randomTxnShareAck(rng *rand.Rand) *wire.TxnShareAcknowledgeRequest {
 	return r
 }
 
+func randomRaftMessage(rng *rand.Rand) *wire.RaftMessageRequest {
+	r := &wire.RaftMessageRequest{ClusterID: string(make([]byte, rng.IntN(30))), SenderNodeID: rng.Int32(), DestinationRaftID: rng.Int64()}
+	r.Messages = make([][]byte, rng.IntN(20))
+	for i := range r.Messages {
+		r.Messages[i] = make([]byte, rng.IntN(300))
+	}
+	return r
+}
+
 // TestWireIsBounded: the server serves a wire request only if CheckRequest bounds it by
 // its own walker (a TxnShareAcknowledge at a moved key included); kmsg's are not.
 func TestWireIsBounded(t *testing.T) {
@@ -74,15 +83,14 @@ func TestWireIsBounded(t *testing.T) {
 	}
 }
 
-// TestWireCostBoundsReadFrom: random TxnShareAcknowledge requests, InitProducerId at every
-// version with and without unknown tags, and every prefix of them: CheckRequest fails where
-// ReadFrom fails, bounds what it allocates, and allocates nothing itself.
-func TestWireCostBoundsReadFrom(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	fresh := func() kmsg.Request { return new(wire.TxnShareAcknowledgeRequest) }
+// checkRandomWireCost runs checkWireCost on 200 random bodies and three prefixes of each,
+// checks CheckRequest allocates nothing, and that the bound is within 1.5x of what ReadFrom
+// allocated over them all.
+func checkRandomWireCost(t *testing.T, fresh func() kmsg.Request, random func() []byte) {
+	t.Helper()
 	var sumBound, sumMeasured int64
 	for range 200 {
-		body := randomTxnShareAck(rng).AppendTo(nil)
+		body := random()
 		bound, measured := checkWireCost(t, fresh, body)
 		sumBound += bound
 		sumMeasured += measured
@@ -91,12 +99,23 @@ func TestWireCostBoundsReadFrom(t *testing.T) {
 		}
 		req := fresh()
 		if n := testing.AllocsPerRun(10, func() { CheckRequest(req, body) }); n != 0 {
-			t.Fatalf("CheckRequest allocates %v times", n)
+			t.Fatalf("%T: CheckRequest allocates %v times", req, n)
 		}
 	}
 	if ratio := float64(sumBound) / float64(sumMeasured); ratio > 1.5 {
-		t.Fatalf("bound %.2fx what ReadFrom allocates", ratio)
+		t.Fatalf("%T: bound %.2fx what ReadFrom allocates", fresh(), ratio)
 	}
+}
+
+// TestWireCostBoundsReadFrom: random TxnShareAcknowledge and RaftMessage requests, InitProducerId at every
+// version with and without unknown tags, and every prefix of them: CheckRequest fails where
+// ReadFrom fails, bounds what it allocates, and allocates nothing itself.
+func TestWireCostBoundsReadFrom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	checkRandomWireCost(t, func() kmsg.Request { return new(wire.TxnShareAcknowledgeRequest) },
+		func() []byte { return randomTxnShareAck(rng).AppendTo(nil) })
+	checkRandomWireCost(t, func() kmsg.Request { return new(wire.RaftMessageRequest) },
+		func() []byte { return randomRaftMessage(rng).AppendTo(nil) })
 
 	for v := range (*wire.InitProducerIDRequest)(nil).MaxVersion() + 1 {
 		r := wire.NewPtrInitProducerIDRequest()
@@ -182,6 +201,7 @@ func FuzzWireCheck(f *testing.F) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 4 {
 		f.Add(uint8(1), uint8(0), randomTxnShareAck(rng).AppendTo(nil))
+		f.Add(uint8(2), uint8(0), randomRaftMessage(rng).AppendTo(nil))
 	}
 	for v := range (*wire.InitProducerIDRequest)(nil).MaxVersion() + 1 {
 		r := wire.NewPtrInitProducerIDRequest()
@@ -190,8 +210,11 @@ func FuzzWireCheck(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, kind, versionByte uint8, body []byte) {
 		fresh := func() kmsg.Request {
-			if kind%2 == 1 {
+			switch kind % 3 {
+			case 1:
 				return new(wire.TxnShareAcknowledgeRequest)
+			case 2:
+				return new(wire.RaftMessageRequest)
 			}
 			return &wire.InitProducerIDRequest{Version: int16(versionByte) % 7}
 		}
