@@ -1,7 +1,6 @@
 package sharestate
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"math"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -70,42 +68,12 @@ type part struct {
 	// a replay of the log (see ApplyMarker for markers).
 	mu  sync.Mutex
 	log coordlog.Partition
-	// keys is the state of every live key; guarded by mu.
-	keys map[Key]*entry
-	// pending indexes keys holding TX_PENDING batches by staging producer id.
-	pending map[int64]map[Key]struct{}
-	// markerEpoch is the highest marker epoch seen per producer id, to fence stagings
-	// that arrive after their transaction's marker (hanging transactions).
-	markerEpoch map[int64]int16
-	// txPending is the number of TX_PENDING offsets over every key: the sum of the
-	// entries' txPending, kept by reindex. Written under mu, read without it (metrics).
-	txPending atomic.Int64
-	// end is one past the last offset this store appended or replayed.
-	end int64
+	// keyspace is the state of the keys; guarded by mu, except txPending (metrics).
+	keyspace
 	// broken is set when an append failed in a way that leaves the log and memory
 	// possibly different; the partition refuses work until Load replays it again.
 	broken error
 	closed bool
-}
-
-// entry is one key's state.
-type entry struct {
-	snapshotEpoch int32
-	stateEpoch    int32
-	leaderEpoch   int32
-	startOffset   int64
-	dcc           int64
-	createMs      int64
-	batches       []StateBatch
-	// updates counts ShareUpdate records since the last ShareSnapshot.
-	updates int
-	// snapshotOffset is the log offset of the last ShareSnapshot; snapshotMs its write time.
-	snapshotOffset int64
-	snapshotMs     int64
-	// pids are the producer ids with TX_PENDING batches in batches.
-	pids []int64
-	// txPending is the number of TX_PENDING offsets in batches.
-	txPending int64
 }
 
 // New returns a Store over the given partitions of __share_group_state, after replaying
@@ -150,237 +118,21 @@ func (s *Store) Load(lp coordlog.Partition) error {
 
 // load replays p.log into fresh memory. The caller holds p.mu.
 func (p *part) load(s *Store) error {
-	p.keys, p.pending, p.markerEpoch = map[Key]*entry{}, map[int64]map[Key]struct{}{}, map[int64]int16{}
-	p.end, p.broken = 0, nil
-	p.txPending.Store(0)
-	if err := p.log.Replay(func(st coordlog.Stored) error { return p.replay(s, st) }); err != nil {
+	p.reset()
+	p.broken = nil
+	if err := p.log.Replay(func(st coordlog.Stored) error {
+		if st.Transactional && st.Marker == nil {
+			// exactq never writes share state transactionally (package doc); a
+			// transactional batch here was written by something else. Its records are
+			// applied like plain ones; say so.
+			s.cfg.Logger.Warn("transactional data batch in __share_group_state", "partition", p.log.Index(), "offset", st.BaseOffset, "producer", st.ProducerID)
+		}
+		return p.replay(st)
+	}); err != nil {
 		p.broken = err
 		return fmt.Errorf("sharestate: load __share_group_state-%d: %w", p.log.Index(), err)
 	}
 	return nil
-}
-
-// replay applies one stored batch during Load.
-func (p *part) replay(s *Store, st coordlog.Stored) error {
-	if st.Marker != nil {
-		p.applyMarker(st.ProducerID, st.ProducerEpoch, st.Marker.Commit)
-		p.end = max(p.end, st.BaseOffset+1)
-		return nil
-	}
-	for i := range st.Records {
-		r := &st.Records[i]
-		off := st.BaseOffset + int64(r.OffsetDelta)
-		p.end = max(p.end, off+1)
-		if err := p.replayRecord(r, off); err != nil {
-			return fmt.Errorf("offset %d: %w", off, err)
-		}
-	}
-	if st.Transactional {
-		// exactq never writes share state transactionally (package doc); a
-		// transactional batch here was written by something else. Its records were
-		// applied like plain ones; say so.
-		s.cfg.Logger.Warn("transactional data batch in __share_group_state", "partition", p.log.Index(), "offset", st.BaseOffset, "producer", st.ProducerID)
-	}
-	return nil
-}
-
-func (p *part) replayRecord(r *kmsg.Record, off int64) error {
-	rk, err := decodeKey(r.Key)
-	if err != nil {
-		return err
-	}
-	switch {
-	case rk.Type == recordTypeSnapshot && r.Value == nil:
-		p.applyTombstone(rk.Key)
-	case rk.Type == recordTypeSnapshot:
-		v, err := decodeSnapshotValue(r.Value)
-		if err != nil {
-			return err
-		}
-		p.applySnapshot(rk.Key, v, off)
-	case r.Value == nil:
-		// Kafka writes tombstones only on the snapshot key; nothing to do.
-	default:
-		v, err := decodeUpdateValue(r.Value)
-		if err != nil {
-			return err
-		}
-		p.applyUpdate(rk.Key, v)
-	}
-	return nil
-}
-
-// applySnapshot replaces a key's state. Epochs never go back: the leader and state epochs
-// are the highest seen for the key since it was last deleted (Kafka's leaderEpochMap and
-// stateEpochMap).
-func (p *part) applySnapshot(k Key, v *snapshotValue, off int64) {
-	e := p.keys[k]
-	if e == nil {
-		e = &entry{leaderEpoch: v.LeaderEpoch, stateEpoch: v.StateEpoch}
-		p.keys[k] = e
-	}
-	e.snapshotEpoch = v.SnapshotEpoch
-	e.stateEpoch = max(e.stateEpoch, v.StateEpoch)
-	e.leaderEpoch = max(e.leaderEpoch, v.LeaderEpoch)
-	e.startOffset = v.StartOffset
-	e.dcc = int64(v.DeliveryCompleteCount)
-	e.createMs = v.CreateTimestamp
-	e.batches = normalizeLoaded(v.Batches, v.StartOffset)
-	e.updates = 0
-	e.snapshotOffset = off
-	e.snapshotMs = v.WriteTimestamp
-	p.reindex(k, e)
-}
-
-// applyUpdate merges a ShareUpdate into a key's state. An update for a key without a
-// snapshot cannot come from this store (Write needs an initialized key) and is ignored.
-func (p *part) applyUpdate(k Key, v *updateValue) {
-	e := p.keys[k]
-	if e == nil {
-		return
-	}
-	if v.LeaderEpoch != -1 {
-		e.leaderEpoch = max(e.leaderEpoch, v.LeaderEpoch)
-	}
-	if v.StartOffset != -1 {
-		e.startOffset = max(e.startOffset, v.StartOffset)
-	}
-	if v.DeliveryCompleteCount != -1 {
-		e.dcc = int64(v.DeliveryCompleteCount)
-	}
-	if len(v.Batches) > 0 || v.StartOffset != -1 {
-		e.batches = mergeInto(e.batches, v.Batches, e.startOffset)
-	}
-	e.updates++
-	p.reindex(k, e)
-}
-
-func (p *part) applyTombstone(k Key) {
-	e := p.keys[k]
-	if e == nil {
-		return
-	}
-	e.batches = nil
-	p.reindex(k, e)
-	delete(p.keys, k)
-}
-
-// applyMarker resolves every TX_PENDING batch staged by pid with an epoch <= epoch
-// (decision D6), in every key of the partition, and returns the keys it changed with the
-// numbers of offsets resolved.
-func (p *part) applyMarker(pid int64, epoch int16, commit bool) MarkerResult {
-	if old, ok := p.markerEpoch[pid]; !ok || epoch > old {
-		p.markerEpoch[pid] = epoch
-	}
-	var changed []Key
-	var res MarkerResult
-	for k := range p.pending[pid] {
-		e := p.keys[k]
-		resolved := int64(0)
-		for i := range e.batches {
-			b := &e.batches[i]
-			if !b.resolvedBy(pid, epoch) {
-				continue
-			}
-			n := b.LastOffset - b.FirstOffset + 1
-			b.DeliveryState = b.resolvedState(commit)
-			if commit {
-				res.Committed += n
-			} else {
-				res.Aborted += n
-				if b.DeliveryState == StateArchived {
-					res.ArchivedOnAbort += n
-				}
-			}
-			b.clearStaged()
-			if b.DeliveryState == StateAcknowledged || b.DeliveryState == StateArchived {
-				resolved += b.LastOffset - b.FirstOffset + 1
-			}
-			changed = append(changed, k)
-		}
-		if len(changed) == 0 || changed[len(changed)-1] != k {
-			continue
-		}
-		// The resolved offsets are at or above the start offset (batches below it are
-		// pruned) and now terminal: they count as delivery-complete (KIP-1226), so lag is
-		// right before the leader's next write.
-		if e.dcc >= 0 {
-			e.dcc = min(e.dcc+resolved, math.MaxInt32)
-		}
-		e.batches = coalesce(e.batches)
-		p.reindex(k, e)
-	}
-	changed = slices.Compact(changed)
-	slices.SortFunc(changed, compareKeys)
-	res.Keys = changed
-	return res
-}
-
-// MarkerResult is what a transaction marker resolved on one __share_group_state
-// partition.
-type MarkerResult struct {
-	// Keys are the share-partitions whose batches changed, sorted.
-	Keys []Key
-	// Committed and Aborted count the TX_PENDING offsets the marker resolved;
-	// ArchivedOnAbort those of Aborted archived because their delivery count had reached
-	// the limit at staging (D5).
-	Committed, Aborted, ArchivedOnAbort int64
-}
-
-// reindex recomputes e's staging producers and TX_PENDING count and updates the
-// partition's pending index and count.
-func (p *part) reindex(k Key, e *entry) {
-	for _, pid := range e.pids {
-		if m := p.pending[pid]; m != nil {
-			delete(m, k)
-			if len(m) == 0 {
-				delete(p.pending, pid)
-			}
-		}
-	}
-	e.pids = e.pids[:0]
-	var pending int64
-	for i := range e.batches {
-		b := &e.batches[i]
-		if b.DeliveryState != StateTxPending {
-			continue
-		}
-		pending += b.LastOffset - b.FirstOffset + 1
-		if !slices.Contains(e.pids, b.TxnProducerID) {
-			e.pids = append(e.pids, b.TxnProducerID)
-		}
-	}
-	p.txPending.Add(pending - e.txPending)
-	e.txPending = pending
-	for _, pid := range e.pids {
-		m := p.pending[pid]
-		if m == nil {
-			m = map[Key]struct{}{}
-			p.pending[pid] = m
-		}
-		m[k] = struct{}{}
-	}
-}
-
-// normalizeLoaded makes a snapshot's batches canonical (they already are when this store
-// wrote them; a foreign writer's may overlap).
-func normalizeLoaded(bs []StateBatch, startOffset int64) []StateBatch {
-	for i := range bs {
-		if bs[i].DeliveryState != StateTxPending {
-			bs[i].clearStaged()
-		}
-	}
-	return combine(nil, bs, startOffset)
-}
-
-func compareKeys(a, b Key) int {
-	if c := cmp.Compare(a.GroupID, b.GroupID); c != 0 {
-		return c
-	}
-	if c := slices.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Partition, b.Partition)
 }
 
 // PartitionFor returns the __share_group_state partition owning k.
@@ -504,20 +256,6 @@ func (s *Store) Reinitialize(ctx context.Context, k Key, stateEpoch int32, start
 	return v.StateEpoch, p.writeSnapshot(ctx, k, v)
 }
 
-// refuseIfStaged refuses to replace or delete k's state while it holds acknowledgements
-// staged in an open transaction (TX_PENDING): the transaction's marker would then find
-// nothing to resolve, and a commit would make its outputs visible while the inputs it
-// acknowledged are delivered again. The transaction must end first (commit, abort or its
-// timeout). The caller holds p.mu.
-func (p *part) refuseIfStaged(k Key, what string) error {
-	for pid, keys := range p.pending {
-		if _, ok := keys[k]; ok {
-			return errorf(kerr.ConcurrentTransactions, "%s %s: acknowledgements are staged in an open transaction of producer %d; end that transaction first", what, k, pid)
-		}
-	}
-	return nil
-}
-
 func (p *part) writeSnapshot(ctx context.Context, k Key, v *snapshotValue) error {
 	rec := kmsg.Record{
 		Key:   encodeKey(nil, recordKey{Type: recordTypeSnapshot, Key: k}),
@@ -570,13 +308,6 @@ func (s *Store) Read(ctx context.Context, k Key, leaderEpoch int32) (State, erro
 		}
 	}
 	return e.state(), nil
-}
-
-func (e *entry) state() State {
-	return State{
-		StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch, StartOffset: e.startOffset,
-		DeliveryCompleteCount: e.dcc, Batches: slices.Clone(e.batches),
-	}
 }
 
 // ReadSummary is ReadShareGroupStateSummary. An uninitialized key is not an error: it
@@ -855,21 +586,9 @@ func (s *Store) Stagings() []Staging {
 			out = append(out, Staging{Partition: idx, ProducerID: pe[0], Epoch: int16(pe[1]), Records: n})
 		}
 	}
-	slices.SortFunc(out, func(a, b Staging) int {
-		if c := cmp.Compare(a.Partition, b.Partition); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.ProducerID, b.ProducerID); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Epoch, b.Epoch)
-	})
+	slices.SortFunc(out, compareStagings)
 	return out
 }
-
-// maxTombstonesPerBatch bounds one append of DeleteTopics (a topic deleted under
-// thousands of share groups is written in several batches).
-const maxTombstonesPerBatch = 500
 
 // DeleteTopics tombstones, durably, the state of every key whose topic id deleted reports
 // true: the share state of deleted topics goes with them (Kafka's ShareCoordinatorShard.
