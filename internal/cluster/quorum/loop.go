@@ -1,7 +1,8 @@
 // Package quorum is the metadata quorum loop: one goroutine per node owns the raft
 // RawNode, the raftstore.Store under it and the applied state, and nothing else touches
 // them. Its inputs come through one bounded queue (ticks, raft messages from peers,
-// proposals, "applied index >= N" waiters); a full queue is refused with ErrQueueFull
+// the transport's delivery reports, proposals, "applied index >= N" waiters); a full
+// queue is refused with ErrQueueFull
 // rather than blocking the sender (a peer's lane or a request handler).
 //
 // Per Ready, in raft's order: SaveReady (snapshot, entries, HardState, one fsync), then
@@ -130,6 +131,8 @@ const (
 	inPropose
 	inWait
 	inStatus
+	inUnreachable
+	inSnapshotStatus
 )
 
 type input struct {
@@ -138,6 +141,8 @@ type input struct {
 	prop   *proposal
 	wait   *waiter
 	status chan raft.BasicStatus
+	peer   uint64              // inUnreachable, inSnapshotStatus: the raft id reported on
+	snap   raft.SnapshotStatus // inSnapshotStatus
 }
 
 type proposal struct {
@@ -399,6 +404,10 @@ func (l *Loop) handle(in input) {
 		l.waiters = append(l.waiters, in.wait)
 	case inStatus:
 		in.status <- l.rn.BasicStatus()
+	case inUnreachable:
+		l.rn.ReportUnreachable(in.peer)
+	case inSnapshotStatus:
+		l.rn.ReportSnapshot(in.peer, in.snap)
 	}
 }
 
@@ -610,6 +619,22 @@ func (l *Loop) Tick() error { return l.enqueue(input{kind: inTick}) }
 
 // Step hands the loop a raft message from a peer.
 func (l *Loop) Step(m *pb.Message) error { return l.enqueue(input{kind: inMessage, msg: m}) }
+
+// ReportUnreachable tells raft that a message to peer (a raft id) was not delivered (a
+// failed connection, a full lane), so a leader replicating to it optimistically falls
+// back to probing instead of waiting for answers to appends that were lost.
+func (l *Loop) ReportUnreachable(peer uint64) error {
+	return l.enqueue(input{kind: inUnreachable, peer: peer})
+}
+
+// ReportSnapshot tells raft whether the MsgSnap sent to peer arrived (SnapshotFinish) or
+// not (SnapshotFailure). A leader sends nothing else to a follower with a snapshot in
+// flight, so a lost snapshot that is never reported leaves that follower behind for
+// good; the transport must report every MsgSnap it sends or drops, and retry the report
+// when the queue is full.
+func (l *Loop) ReportSnapshot(peer uint64, status raft.SnapshotStatus) error {
+	return l.enqueue(input{kind: inSnapshotStatus, peer: peer, snap: status})
+}
 
 // Propose proposes data (a metadata batch) and returns its entry's raft index once it is
 // applied here, or ErrNotController if this node is not the serving leader or loses

@@ -20,9 +20,10 @@ type polled struct {
 	loops []*Loop
 	net   []*pb.Message
 	trace []string
+	drop  func(m *pb.Message) bool // a message it matches is lost
 }
 
-func newPolled(t *testing.T, n int) *polled {
+func newPolled(t *testing.T, n int, tune ...func(*Options)) *polled {
 	p := &polled{t: t}
 	clock := testclock.New()
 	var voters []uint64
@@ -35,8 +36,12 @@ func newPolled(t *testing.T, n int) *polled {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		l, err := New(Options{ID: uint64(i + 1), Store: s, Voters: voters, Machine: listMachine{}, Now: clock.Now, RaftLogger: quietRaft,
-			Send: func(ms []*pb.Message) { p.net = append(p.net, ms...) }})
+		opts := Options{ID: uint64(i + 1), Store: s, Voters: voters, Machine: listMachine{}, Now: clock.Now, RaftLogger: quietRaft,
+			Send: func(ms []*pb.Message) { p.net = append(p.net, ms...) }}
+		for _, f := range tune {
+			f(&opts)
+		}
+		l, err := New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,12 +65,34 @@ func (p *polled) settle() {
 		ms := p.net
 		p.net = nil
 		for _, m := range ms {
+			if p.drop != nil && p.drop(m) {
+				continue
+			}
 			p.trace = append(p.trace, fmt.Sprintf("%d->%d %s t%d", m.GetFrom(), m.GetTo(), m.GetType(), m.GetTerm()))
 			if err := p.loops[m.GetTo()-1].Step(m); err != nil {
 				p.t.Fatal(err)
 			}
 		}
 	}
+}
+
+// elect ticks every loop and settles until one leads (at most 100 ticks).
+func (p *polled) elect() *Loop {
+	p.t.Helper()
+	p.settle()
+	for range 100 {
+		if l := p.leader(); l != nil {
+			return l
+		}
+		for _, l := range p.loops {
+			if err := l.Tick(); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+		p.settle()
+	}
+	p.t.Fatal("no leader after 100 ticks")
+	return nil
 }
 
 func (p *polled) leader() *Loop {
@@ -84,22 +111,7 @@ func TestPollDrivesLoops(t *testing.T) {
 	run := func() []string {
 		cryptotest.SetGlobalRandom(t, 7)
 		p := newPolled(t, 3)
-		p.settle()
-		for range 100 {
-			if p.leader() != nil {
-				break
-			}
-			for _, l := range p.loops {
-				if err := l.Tick(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			p.settle()
-		}
-		lead := p.leader()
-		if lead == nil {
-			t.Fatal("no leader after 100 ticks")
-		}
+		lead := p.elect()
 		follower := p.loops[slices.IndexFunc(p.loops, func(l *Loop) bool { return l != lead })]
 		refused, err := follower.ProposeAsync([]byte("x"))
 		if err != nil {
