@@ -2,8 +2,8 @@
 // RawNode, the raftstore.Store under it and the applied state, and nothing else touches
 // them. Its inputs come through one bounded queue (ticks, raft messages from peers,
 // the transport's delivery reports, proposals, "applied index >= N" waiters); a full
-// queue is refused with ErrQueueFull
-// rather than blocking the sender (a peer's lane or a request handler).
+// queue is refused with ErrQueueFull rather than blocking the sender (a peer's lane or a
+// request handler).
 //
 // Per Ready, in raft's order: SaveReady (snapshot, entries, HardState, one fsync), then
 // the messages are sent (never before they are durable), then the committed entries are
