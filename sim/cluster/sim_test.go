@@ -30,7 +30,8 @@
 //	EXACTQ_SIM_SEED=N go test ./sim/cluster -run 'TestClusterSimulation$'
 //	go test ./sim/cluster -run 'TestClusterSimulation$' -seed=100 -seeds=200 -chaos=60s -timeout 30m
 //
-// (200 seeds of 60 s: about 90 s; three of them found bug S1, bugs_test.go.)
+// (200 seeds of 60 s: about 90 s. Such a run found the stall TestUnreportedSnapshotStalls
+// keeps.)
 package cluster
 
 import (
@@ -121,24 +122,22 @@ func TestClusterSimulationReplays(t *testing.T) {
 
 // TestChecksCatchALyingDisk checks the checks: with a disk that loses fsynced writes at
 // every crash (the vote and the log's tail), raft's guarantees are gone, and some of a
-// few seeds must show it as a violation (a lost answered entry, two leaders in a term,
-// diverged images, a store that does not reopen).
+// few seeds must show it as a violation. (What shows it is mostly raft's own panic at a
+// commit index beyond the log, which the simulation reports; TestChecksFail shows each
+// check of ours failing on the history it refuses.)
 func TestChecksCatchALyingDisk(t *testing.T) {
 	caught := 0
-	var first string
 	for seed := uint64(1); seed <= 8; seed++ {
 		w := runSeed(t, seed, 3, 30*time.Second, func(w *world) { w.lyingDisk = true })
 		if len(w.errs) > 0 {
 			caught++
-			if first == "" {
-				first = fmt.Sprintf("seed %d: %s", seed, w.errs[0])
-			}
+			t.Logf("seed %d: %s", seed, w.errs[0])
 		}
 	}
 	if caught == 0 {
 		t.Fatal("8 seeds on a disk that loses fsynced writes at every crash, and no check failed")
 	}
-	t.Logf("%d of 8 seeds caught the lying disk; the first: %s", caught, first)
+	t.Logf("%d of 8 seeds caught the lying disk", caught)
 }
 
 // runSeed runs one history: the chaos, then healing until the cluster settles.
@@ -166,7 +165,7 @@ func runSeed(t *testing.T, seed uint64, voters int, chaos time.Duration, tune ..
 		if !w.step(deadline) {
 			msg := w.unsettled()
 			if len(w.snapSent) > 0 {
-				msg += fmt.Sprintf("; MsgSnaps sent (their loss, or the loss of the answer, is never reported to raft): %s", strings.Join(w.snapSent, ", "))
+				msg += fmt.Sprintf("; MsgSnaps sent: %s", strings.Join(w.snapSent, ", "))
 			}
 			w.failf("the cluster did not settle within %v of healing: %s", settleBound, msg)
 			return w

@@ -61,6 +61,7 @@ const (
 	evFault                    // the fault schedule's next move
 	evRestart                  // a crashed node comes back
 	evResume                   // a paused node runs again
+	evReport                   // the transport reports a raft message's fate to its sender
 )
 
 type event struct {
@@ -78,6 +79,9 @@ type event struct {
 	ln      lane
 	what    string // for the trace
 	snap    bool   // a MsgSnap
+	// senderGen is the sending process's life (evRaft): a report goes to it only.
+	senderGen int
+	lost      bool // evReport: the message was lost (else: a MsgSnap arrived)
 }
 
 type eventQueue []*event
@@ -139,11 +143,14 @@ type world struct {
 	// checks catch it sets it.
 	lyingDisk bool
 	snapSent  []string // MsgSnaps sent, for the diagnosis of a cluster that does not settle
+	// reportDelivery: the transport reports lost raft messages and delivered snapshots
+	// to their sender, as quorum.Loop's ReportUnreachable and ReportSnapshot ask.
+	reportDelivery bool
 }
 
 func newWorld(seed uint64, voters int, chaos time.Duration, tempDir func() string) *world {
 	w := &world{seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), traceHash: fnv.New64a(), stats: map[string]int{},
-		tempDir: tempDir, chaosUntil: chaos, healthySince: 0, healed: true}
+		tempDir: tempDir, chaosUntil: chaos, healthySince: 0, healed: true, reportDelivery: true}
 	w.f = faults{dropPct: w.rng.IntN(4), dupPct: w.rng.IntN(3), meanFault: time.Duration(1500+w.rng.IntN(3000)) * time.Millisecond}
 	w.chk = newChecker()
 	w.cut = make([][]bool, voters)
@@ -248,13 +255,20 @@ func (w *world) arrived(e *event) bool {
 	return w.nodes[e.node].up
 }
 
-// lostRaft counts lost MsgSnaps. Nothing tells raft about one (quorum.Loop has no way to
-// call RawNode.ReportSnapshot), nor about a lost answer to one, so the leader's progress
-// for that follower stays in StateSnapshot, sending it nothing, until leadership
-// changes; a cluster that does not settle names the snapshots sent (snapSent).
+// lostRaft: the transport tells the sender that a raft message was not delivered
+// (peer's OnRaftDrop, a failed connection): ReportUnreachable, and for a MsgSnap
+// ReportSnapshot(SnapshotFailure). A transport that did not would leave the leader's
+// progress for that follower in StateSnapshot, sending it nothing, until leadership
+// changes (TestUnreportedSnapshotStalls).
 func (w *world) lostRaft(e *event) {
+	if e.kind != evRaft {
+		return
+	}
 	if e.snap {
 		w.stats["lost.snap"]++
+	}
+	if w.reportDelivery {
+		w.schedule(&event{at: w.now, kind: evReport, node: e.from, from: e.node, senderGen: e.senderGen, snap: e.snap, lost: true})
 	}
 }
 
@@ -295,6 +309,9 @@ func (w *world) step(until time.Duration) bool {
 			w.defer_(e, n)
 			return true
 		}
+		if e.snap && w.reportDelivery {
+			w.schedule(&event{at: w.now, kind: evReport, node: e.from, from: e.node, senderGen: e.senderGen, snap: true})
+		}
 		n.deliver(e.raft)
 	case evRequest:
 		n := w.nodes[e.node]
@@ -319,6 +336,16 @@ func (w *world) step(until time.Duration) bool {
 		w.fault()
 	case evRestart:
 		w.nodes[e.node].restart()
+	case evReport:
+		n := w.nodes[e.node]
+		if !n.up || n.gen != e.senderGen {
+			return true
+		}
+		if n.paused() {
+			w.defer_(e, n)
+			return true
+		}
+		n.report(e)
 	case evResume:
 		n := w.nodes[e.node]
 		if n.up && n.gen == e.gen && n.pausedUntil <= w.now {
@@ -456,7 +483,7 @@ func (n *simNode) sendRaft(gen int, ms []*pb.Message) {
 			what += fmt.Sprintf(" snapshot i%d", m.GetSnapshot().GetMetadata().GetIndex())
 			n.w.snapSent = append(n.w.snapSent, fmt.Sprintf("n%d->n%d at %.3fs (i%d)", n.id, to+1, n.w.now.Seconds(), m.GetSnapshot().GetMetadata().GetIndex()))
 		}
-		n.w.send(&event{kind: evRaft, raft: b, ln: laneRaft, snap: m.GetType() == pb.MsgSnap}, n.index, to, what)
+		n.w.send(&event{kind: evRaft, raft: b, ln: laneRaft, snap: m.GetType() == pb.MsgSnap, senderGen: gen}, n.index, to, what)
 	}
 }
 
@@ -479,6 +506,29 @@ func (n *simNode) deliver(b []byte) {
 	n.w.tracef("%d->%d %s t%d i%d c%d n=%d", int(m.GetFrom())-1, n.id, m.GetType(), m.GetTerm(), m.GetIndex(), m.GetCommit(), len(m.GetEntries()))
 	if err := n.loop.Step(m); err != nil {
 		n.w.failf("n%d: step: %v", n.id, err)
+		return
+	}
+	n.afterInput()
+}
+
+// report is the transport's word on a message this node sent to peer e.from.
+func (n *simNode) report(e *event) {
+	peer := node.RaftID(int32(e.from + 1))
+	var err error
+	switch {
+	case e.snap && e.lost:
+		n.w.tracef("n%d: snapshot to n%d failed", n.id, e.from+1)
+		if err = n.loop.ReportSnapshot(peer, raft.SnapshotFailure); err == nil {
+			err = n.loop.ReportUnreachable(peer)
+		}
+	case e.snap:
+		n.w.tracef("n%d: snapshot to n%d delivered", n.id, e.from+1)
+		err = n.loop.ReportSnapshot(peer, raft.SnapshotFinish)
+	default:
+		err = n.loop.ReportUnreachable(peer)
+	}
+	if err != nil {
+		n.w.failf("n%d: reporting to its loop: %v", n.id, err)
 		return
 	}
 	n.afterInput()
