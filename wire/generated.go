@@ -3203,7 +3203,8 @@ type RaftMessageResponse struct {
 	// Version is the version of this message used with a Kafka broker.
 	Version int16
 
-	// ErrorCode is 0 when every message was queued, else none was:
+	// ErrorCode is 0 when every message was queued. These refuse the whole request
+	// (no message queued):
 	//
 	// INCONSISTENT_CLUSTER_ID: the receiver belongs to another cluster.
 	//
@@ -3213,11 +3214,13 @@ type RaftMessageResponse struct {
 	// INCONSISTENT_VOTER_SET: the sender was replaced (SenderDirectoryID is not the
 	// one registered for SenderNodeID).
 	//
-	// INVALID_REQUEST: a message does not decode, is raft-local, or is not from
-	// SenderNodeID to DestinationRaftID.
+	// INVALID_REQUEST: a message does not decode, is raft-local or a proposal, or
+	// is not from SenderNodeID to DestinationRaftID.
 	//
-	// REQUEST_TIMED_OUT: the receiver's quorum loop queue is full (retriable; raft
-	// resends on its own).
+	// These say the messages from the first one the loop refused on were lost
+	// (raft resends; a sender reports the peer unreachable):
+	//
+	// REQUEST_TIMED_OUT: the receiver's quorum loop queue is full (retriable).
 	//
 	// BROKER_NOT_AVAILABLE: the receiver's quorum loop is not running.
 	ErrorCode int16
