@@ -53,6 +53,7 @@ type SenderConfig struct {
 // Sender turns the quorum loop's Send calls into RaftMessage requests.
 type Sender struct {
 	cfg    SenderConfig
+	max    int             // the largest message sent: MaxMessageBytes (tests lower it)
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 	rep    atomic.Pointer[Reporter]
@@ -103,7 +104,7 @@ func NewSender(cfg SenderConfig) *Sender {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Sender{cfg: cfg, ctx: ctx, cancel: cancel, dests: map[uint64]*dest{}}
+	return &Sender{cfg: cfg, max: MaxMessageBytes, ctx: ctx, cancel: cancel, dests: map[uint64]*dest{}}
 }
 
 // SetReporter sets where delivery reports go (the loop). Call it before the loop runs;
@@ -153,13 +154,13 @@ func (d *dest) push(m *pb.Message) {
 	snap := m.GetType() == pb.MessageType_MsgSnap
 	d.mu.Lock()
 	switch {
-	case size > MaxMessageBytes:
+	case size > d.s.max:
 		// Only a MsgSnap can be this large (appends are bounded by MaxSizePerMsg).
 		d.snapFailed = d.snapFailed || snap
 		d.unreachable = true
 		d.mu.Unlock()
 		d.s.cfg.Logger.Error("raftnet: raft message too large for one RaftMessage, not sent: the checkpoint exceeds the frame limit",
-			"to_node", d.node, "to_raft_id", d.id, "type", m.GetType().String(), "bytes", size, "limit", MaxMessageBytes)
+			"to_node", d.node, "to_raft_id", d.id, "type", m.GetType().String(), "bytes", size, "limit", d.s.max)
 	case len(d.queue) > 0 && (len(d.queue) >= d.s.cfg.QueueMessages || d.bytes+int64(size) > d.s.cfg.QueueBytes):
 		// Overload: raft resends what is lost (appends after a probe, heartbeats on the
 		// next tick, a snapshot once its failure is reported).
