@@ -40,6 +40,8 @@ func (r *rpc) String() string {
 		s += fmt.Sprintf("Heartbeat(epoch %d offset %d shutdown %v)", q.BrokerEpoch, q.CurrentMetadataOffset, q.WantShutdown)
 	case *kmsg.AllocateProducerIDsRequest:
 		s += fmt.Sprintf("AllocateProducerIds(epoch %d)", q.BrokerEpoch)
+	case *kmsg.UnregisterBrokerRequest:
+		s += "UnregisterBroker"
 	}
 	switch p := r.resp.(type) {
 	case nil:
@@ -49,6 +51,8 @@ func (r *rpc) String() string {
 		s += fmt.Sprintf(" -> %s fenced %v caughtUp %v shutdown %v", codeName(p.ErrorCode), p.IsFenced, p.IsCaughtUp, p.ShouldShutdown)
 	case *kmsg.AllocateProducerIDsResponse:
 		s += fmt.Sprintf(" -> %s [%d,+%d)", codeName(p.ErrorCode), p.ProducerIDStart, p.ProducerIDLen)
+	case *kmsg.UnregisterBrokerResponse:
+		s += " -> " + codeName(p.ErrorCode)
 	}
 	return s
 }
@@ -168,6 +172,13 @@ func (b *simBroker) timer(gen int) {
 	case !b.closing && b.w.now < b.w.chaosUntil && b.w.rng.IntN(1000) < 3:
 		b.w.tracef("b%d begins a controlled shutdown", b.id)
 		b.closing, b.nextAt = true, b.w.now
+	case !b.closing && b.w.now < b.w.chaosUntil && b.w.rng.IntN(2000) < 1:
+		// An operator removes the broker (kafka-cluster unregister) while it runs: its
+		// next heartbeat is STALE_BROKER_EPOCH and it registers again.
+		r := kmsg.NewPtrUnregisterBrokerRequest()
+		r.Version = r.MaxVersion()
+		r.BrokerID = b.id
+		b.call(r)
 	}
 }
 
@@ -225,6 +236,11 @@ func (b *simBroker) answer(r *rpc) {
 		}
 	case *kmsg.AllocateProducerIDsResponse:
 		if code = p.ErrorCode; code == 0 {
+			return
+		}
+	case *kmsg.UnregisterBrokerResponse:
+		if code = p.ErrorCode; code == 0 {
+			b.w.stats["unregistered"]++
 			return
 		}
 	}

@@ -3,7 +3,8 @@
 // nodes", build step 8): 3 or 5 voters, each the real quorum loop (raft's RawNode,
 // raftstore on real files in a temp directory, the metadata image) polled on the test's
 // goroutine, with the real controller Core on whichever node serves, and a broker per
-// node registering, heartbeating and allocating producer ids. One seed chooses every
+// node registering, heartbeating, allocating producer ids, shutting down (controlled)
+// and now and then unregistered by an operator. One seed chooses every
 // event: message delays, drops, duplicates, partitions, crashes and restarts (a new life
 // reopens the node's files), stalled processes and clock jumps; raft's own randomness
 // (crypto/rand) is fixed from the seed by cryptotest.SetGlobalRandom, so one seed is one
@@ -53,6 +54,7 @@ var (
 	flagChaos  = flag.Duration("chaos", 30*time.Second, "virtual time of faults per seed, before everything heals")
 	flagVoters = flag.Int("voters", 0, "voters per seed (0: 3 for even seeds, 5 for odd ones)")
 	flagTrace  = flag.Bool("fulltrace", false, "print the whole trace of every seed")
+	flagSilent = flag.Bool("noreports", false, "the transport does not report lost raft messages and delivered snapshots (to find a seed for TestUnreportedSnapshotStalls)")
 )
 
 // ciSeeds are the seeds CI runs.
@@ -100,7 +102,7 @@ func votersFor(seed uint64) int {
 func TestClusterSimulation(t *testing.T) {
 	for _, seed := range seeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			w := runSeed(t, seed, votersFor(seed), *flagChaos)
+			w := runSeed(t, seed, votersFor(seed), *flagChaos, func(w *world) { w.reportDelivery = !*flagSilent })
 			report(t, w)
 		})
 	}
