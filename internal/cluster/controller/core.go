@@ -12,9 +12,12 @@ package controller
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
+	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/cluster/metadata"
+	"github.com/exactq/exactq/internal/groupconfig"
 	"github.com/exactq/exactq/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,6 +35,20 @@ type Config struct {
 	// Kafka's MAX_RECORDS_PER_USER_OP), which keeps a batch far below the 8 MiB entry
 	// limit; the rest of a fence or unfence is done at the next ticks.
 	MaxPartitionChanges int
+
+	// Admin is what the topic and config requests are decided with (broker defaults,
+	// limits). A nil Topic is Kafka's defaults, a nil Group the group defaults, and
+	// MaxBrokerPartitions 0 no cap (max.broker.partitions unset).
+	Admin admin.Config
+	// NodeID is this node's id: UpdateFeatures names it ("Local controller N"), and new
+	// partitions are placed on it while no unfenced broker is registered (a lone node's
+	// broker may create topics before it registers).
+	NodeID int32
+	// PlacementStart draws where a request's stripe of new partitions starts among n
+	// brokers; nil = at random, as Kafka's controller does. Tests fix it.
+	PlacementStart func(n int) int
+	// NewTopicID draws topic ids (drawn again while taken); nil = random UUIDs.
+	NewTopicID func() metadata.TopicID
 }
 
 // ProducerIDBlockSize is how many producer ids one AllocateProducerIds hands out
@@ -47,6 +64,22 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPartitionChanges <= 0 {
 		c.MaxPartitionChanges = 10_000
+	}
+	if c.Admin.Group == nil {
+		g, err := groupconfig.NewBroker(nil)
+		if err != nil {
+			panic("controller: the group defaults do not build: " + err.Error())
+		}
+		c.Admin.Group = g
+	}
+	if c.Admin.MaxBrokerPartitions <= 0 {
+		c.Admin.MaxBrokerPartitions = math.MaxInt64
+	}
+	if c.PlacementStart == nil {
+		c.PlacementStart = randomStart
+	}
+	if c.NewTopicID == nil {
+		c.NewTopicID = randomTopicID
 	}
 	return c
 }
@@ -81,8 +114,13 @@ func New(cfg Config) *Core {
 
 // Result is what the controller does with one request or tick.
 type Result struct {
-	// Records are the batch to propose, in order; none when nothing changes.
+	// Records are what to propose, in order; none when nothing changes. They are one
+	// batch (one raft entry, applied atomically) unless Splits cuts them.
 	Records []wire.MetadataRecord
+	// Splits are the indexes of Records where a new batch starts, ascending, each above
+	// 0: an admin request's records cut between topics or resources to keep every entry
+	// within metadata.MaxEntryBytes (Batches). The answer waits for the last batch.
+	Splits []int
 	// Next is latest after Records, applied speculatively; nil when Records is empty or
 	// Barrier is set.
 	Next *metadata.Image
@@ -98,9 +136,35 @@ type Result struct {
 	Immediate bool
 }
 
-// Handle decides req against latest at now. It returns an error only for a request
-// that is not a controller request of this package.
-func (c *Core) Handle(latest *metadata.Image, now time.Time, req kmsg.Request) (Result, error) {
+// Batches are Records cut at Splits.
+func (r *Result) Batches() [][]wire.MetadataRecord {
+	if len(r.Records) == 0 {
+		return nil
+	}
+	out := make([][]wire.MetadataRecord, 0, len(r.Splits)+1)
+	from := 0
+	for _, to := range append(slices.Clip(r.Splits), len(r.Records)) {
+		out = append(out, r.Records[from:to])
+		from = to
+	}
+	return out
+}
+
+// Handle is HandleFrom without a client id.
+func (c *Core) Handle(latest *metadata.Image, now time.Time, req any) (Result, error) {
+	return c.HandleFrom(latest, now, "", req)
+}
+
+// HandleFrom decides req from client clientID (the request header's, which one
+// CreateTopics refusal names) against latest at now. req is one of BrokerRegistration,
+// BrokerHeartbeat, UnregisterBroker, AllocateProducerIds, CreateTopics, DeleteTopics,
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, UpdateFeatures (as
+// *kmsg requests with their version set), *AutoCreateTopicRequest or
+// *CreateInternalTopicRequest; it returns an error only for anything else.
+func (c *Core) HandleFrom(latest *metadata.Image, now time.Time, clientID string, req any) (Result, error) {
+	if r, ok := c.handleAdmin(latest, clientID, req); ok {
+		return c.checked(latest, req, r), nil
+	}
 	var r Result
 	switch req := req.(type) {
 	case *kmsg.BrokerRegistrationRequest:
@@ -114,14 +178,19 @@ func (c *Core) Handle(latest *metadata.Image, now time.Time, req kmsg.Request) (
 	default:
 		return Result{}, fmt.Errorf("controller: %T is not a controller request", req)
 	}
+	return c.checked(latest, req, r), nil
+}
+
+// checked is r once its batches are checked against latest (setting r.Next).
+func (c *Core) checked(latest *metadata.Image, req any, r Result) Result {
 	if len(r.Records) > 0 {
 		if err := c.check(latest, &r); err != nil {
 			// A batch that does not apply would stop every node's quorum loop; it is a
 			// bug here, answered as Kafka answers one.
-			r = errorResult(req, kerr.UnknownServerError, err.Error())
+			return errorResult(req, kerr.UnknownServerError, err.Error())
 		}
 	}
-	return r, nil
+	return r
 }
 
 // Tick runs the controller's timers at now: sessions of unfenced brokers start (the
@@ -173,9 +242,12 @@ func (c *Core) check(latest *metadata.Image, r *Result) error {
 	if r.Barrier {
 		index = math.MaxInt64
 	}
-	next, _, err := metadata.ApplyEntry(latest, index, r.Records)
-	if err != nil {
-		return err
+	next := latest
+	for _, b := range r.Batches() {
+		var err error
+		if next, _, err = metadata.ApplyEntry(next, index, b); err != nil {
+			return err
+		}
 	}
 	if !r.Barrier {
 		r.Next = next
@@ -184,13 +256,29 @@ func (c *Core) check(latest *metadata.Image, r *Result) error {
 }
 
 // errorResult is an immediate answer of code to req.
-func errorResult(req kmsg.Request, code *kerr.Error, msg string) Result {
+func errorResult(req any, code *kerr.Error, msg string) Result {
 	return Result{Immediate: true, Reply: func(uint64) kmsg.Response { return ErrorResponse(req, code, msg) }}
 }
 
 // ErrorResponse is req's response carrying code (NOT_CONTROLLER when this node does not
-// lead, for instance), at req's version.
-func ErrorResponse(req kmsg.Request, code *kerr.Error, msg string) kmsg.Response {
+// lead, for instance), at req's version: in every topic or resource the request names,
+// for the admin requests; the internal requests get their one-topic CreateTopicsResponse.
+func ErrorResponse(req any, code *kerr.Error, msg string) kmsg.Response {
+	switch req := req.(type) {
+	case *AutoCreateTopicRequest:
+		return topicAnswer(req.Name, metadata.TopicID{}, code, msg)
+	case *CreateInternalTopicRequest:
+		return topicAnswer(req.Name, metadata.TopicID{}, code, msg)
+	case kmsg.Request:
+		if resp := adminErrorResponse(req, code, msg); resp != nil {
+			return resp
+		}
+		return controlErrorResponse(req, code, msg)
+	}
+	panic(fmt.Sprintf("controller: %T is not a controller request", req))
+}
+
+func controlErrorResponse(req kmsg.Request, code *kerr.Error, msg string) kmsg.Response {
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
 	switch resp := resp.(type) {

@@ -101,7 +101,14 @@ func (l *log) run(r Result, hold bool, done func(kmsg.Response)) {
 		if r.Next == nil {
 			l.t.Fatal("a batch without its speculative image")
 		}
-		l.pending = append(l.pending, pendingBatch{recs: r.Records, reply: r.Reply, done: done})
+		bs := r.Batches()
+		for i, b := range bs {
+			p := pendingBatch{recs: b}
+			if i == len(bs)-1 {
+				p.reply, p.done = r.Reply, done
+			}
+			l.pending = append(l.pending, p)
+		}
 		l.latest = r.Next
 		if !hold {
 			l.flush()

@@ -69,13 +69,15 @@ type Driver struct {
 	term     uint64 // the term served, 0 when not serving
 	core     *Core
 	latest   *metadata.Image // nil until refreshed from the committed image
-	inflight []*batch        // sent to the proposer, not returned yet, in order
+	inflight []*batch        // decided, not returned by the proposer yet, in order
+	sent     int             // how many of inflight were handed to the proposer
 	barrier  bool            // a registration is in flight: decide nothing until it is applied
 }
 
 type call struct {
-	req   kmsg.Request
-	reply chan kmsg.Response // buffered 1: the answer is never waited for by Run
+	req      any // a kmsg.Request or one of this package's internal requests
+	clientID string
+	reply    chan kmsg.Response // buffered 1: the answer is never waited for by Run
 }
 
 type batch struct {
@@ -116,17 +118,56 @@ func NewDriver(opts Options) *Driver {
 		batches: make(chan *batch, opts.MaxInFlight), results: make(chan *batch, opts.MaxInFlight), done: make(chan struct{})}
 }
 
-// Handle answers a controller request (BrokerRegistration, BrokerHeartbeat,
-// UnregisterBroker, AllocateProducerIds): the shape of a server handler and of
-// peer.Local's. Any other request is an error; so is ctx ending first. A node that is not
-// the controller answers NOT_CONTROLLER. req is only read.
+// Handle answers a controller request: BrokerRegistration, BrokerHeartbeat,
+// UnregisterBroker, AllocateProducerIds, CreateTopics, DeleteTopics, CreatePartitions,
+// AlterConfigs, IncrementalAlterConfigs, UpdateFeatures (the shape of a server handler
+// and of peer.Local's). Any other request is an error; so is ctx ending first. A node that
+// is not the controller answers NOT_CONTROLLER in the request's response (in every topic
+// or resource of an admin request), which clients retry. The client id CreateTopics names
+// in one refusal comes from ctx (WithClientID). req is only read.
 func (d *Driver) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	switch req.(type) {
-	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.UnregisterBrokerRequest, *kmsg.AllocateProducerIDsRequest:
+	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.UnregisterBrokerRequest, *kmsg.AllocateProducerIDsRequest,
+		*kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.AlterConfigsRequest,
+		*kmsg.IncrementalAlterConfigsRequest, *kmsg.UpdateFeaturesRequest:
 	default:
 		return nil, fmt.Errorf("controller: %T is not a controller request", req)
 	}
-	c := &call{req: req, reply: make(chan kmsg.Response, 1)}
+	return d.ask(ctx, req)
+}
+
+// AutoCreateTopic creates the topic a client named in Metadata, with the defaults
+// (AutoCreateTopicRequest), and returns its answer: error NONE and the topic id once it
+// exists and that is applied, or the client's error code and the reason. The error is
+// ctx's.
+func (d *Driver) AutoCreateTopic(ctx context.Context, name string) (kmsg.CreateTopicsResponseTopic, error) {
+	return d.askTopic(ctx, &AutoCreateTopicRequest{Name: name})
+}
+
+// CreateInternalTopic creates a coordinator's internal topic unless it exists
+// (CreateInternalTopicRequest); answered as AutoCreateTopic. req is only read.
+func (d *Driver) CreateInternalTopic(ctx context.Context, req CreateInternalTopicRequest) (kmsg.CreateTopicsResponseTopic, error) {
+	return d.askTopic(ctx, &req)
+}
+
+func (d *Driver) askTopic(ctx context.Context, req any) (kmsg.CreateTopicsResponseTopic, error) {
+	resp, err := d.ask(ctx, req)
+	if err != nil {
+		return kmsg.CreateTopicsResponseTopic{}, err
+	}
+	return resp.(*kmsg.CreateTopicsResponse).Topics[0], nil
+}
+
+type clientIDKey struct{}
+
+// WithClientID is ctx carrying the client id of the request handed to Handle.
+func WithClientID(ctx context.Context, clientID string) context.Context {
+	return context.WithValue(ctx, clientIDKey{}, clientID)
+}
+
+func (d *Driver) ask(ctx context.Context, req any) (kmsg.Response, error) {
+	id, _ := ctx.Value(clientIDKey{}).(string)
+	c := &call{req: req, clientID: id, reply: make(chan kmsg.Response, 1)}
 	select {
 	case <-d.done:
 		return ErrorResponse(req, kerr.NotController, "the controller stopped"), nil
@@ -202,9 +243,16 @@ func (d *Driver) Run(ctx context.Context) error {
 			// Waiting for the proposer (a barrier, a full pipeline, a drain); follow
 			// runs again when a batch comes back.
 		}
+		var out chan<- *batch // the next batch for the proposer, when one waits
+		var next *batch
+		if d.sent < len(d.inflight) {
+			out, next = d.batches, d.inflight[d.sent]
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case out <- next:
+			d.sent++
 		case c := <-calls:
 			d.decide(c)
 		case <-ticks:
@@ -257,7 +305,7 @@ func (d *Driver) decide(c *call) {
 		c.reply <- ErrorResponse(c.req, kerr.NotController, "this node is not the controller")
 		return
 	}
-	r, err := d.core.Handle(d.latest, d.opts.Now(), c.req)
+	r, err := d.core.HandleFrom(d.latest, d.opts.Now(), c.clientID, c.req)
 	if err != nil { // Handle checked the request's type
 		c.reply <- ErrorResponse(c.req, kerr.UnknownServerError, err.Error())
 		return
@@ -291,11 +339,28 @@ func (d *Driver) tick() {
 	}
 }
 
-// send hands r's batch to the proposer and moves latest past it.
+// send queues r's batches for the proposer, the waiters on the last (answered once all
+// are applied), and moves latest past them. One request's batches are queued together,
+// so a request cut into several may take inflight past MaxInFlight; the ones the
+// proposer's channel has no room for are handed over by Run's loop.
 func (d *Driver) send(r Result, ws ...waiter) {
-	b := &batch{gen: d.gen.Load(), term: d.term, records: r.Records, barrier: r.Barrier, waiters: ws}
-	d.inflight = append(d.inflight, b)
-	d.batches <- b // never blocks: at most MaxInFlight are in flight
+	bs := r.Batches()
+	for i, recs := range bs {
+		b := &batch{gen: d.gen.Load(), term: d.term, records: recs, barrier: r.Barrier}
+		if i == len(bs)-1 {
+			b.waiters = ws
+		}
+		d.inflight = append(d.inflight, b)
+	}
+	for d.sent < len(d.inflight) {
+		select {
+		case d.batches <- d.inflight[d.sent]:
+			d.sent++
+			continue
+		default:
+		}
+		break
+	}
 	if r.Barrier {
 		d.barrier = true
 	} else {
@@ -306,6 +371,7 @@ func (d *Driver) send(r Result, ws ...waiter) {
 // finish is a batch back from the proposer (always the oldest in flight).
 func (d *Driver) finish(b *batch) {
 	d.inflight = d.inflight[1:]
+	d.sent--
 	if b.gen != d.gen.Load() {
 		return // its chain was reset and its waiters answered
 	}
