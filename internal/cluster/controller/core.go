@@ -49,6 +49,11 @@ type Config struct {
 	PlacementStart func(n int) int
 	// NewTopicID draws topic ids (drawn again while taken); nil = random UUIDs.
 	NewTopicID func() metadata.TopicID
+
+	// maxBatchBytes bounds a batch an admin request is cut into: metadata.MaxEntryBytes,
+	// lower in tests (building megabytes of valid records through the admin checks is
+	// slow).
+	maxBatchBytes int
 }
 
 // ProducerIDBlockSize is how many producer ids one AllocateProducerIds hands out
@@ -74,6 +79,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Admin.MaxBrokerPartitions <= 0 {
 		c.Admin.MaxBrokerPartitions = math.MaxInt64
+	}
+	if c.maxBatchBytes <= 0 {
+		c.maxBatchBytes = metadata.MaxEntryBytes
 	}
 	if c.PlacementStart == nil {
 		c.PlacementStart = randomStart

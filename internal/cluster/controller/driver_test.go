@@ -264,4 +264,8 @@ func TestDriverStopped(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	wantCode(t, "after Run", ask[*kmsg.BrokerHeartbeatResponse](t, d, heartbeat(0, 1, 1)), kerr.NotController)
+	resp := ask[*kmsg.CreateTopicsResponse](t, d, createTopics(false, newTopic("a", 1), newTopic("b", 1)))
+	if got := codes(resp); !slices.Equal(got, codeList(kerr.NotController, kerr.NotController)) {
+		t.Fatalf("CreateTopics after Run: %v", got)
+	}
 }

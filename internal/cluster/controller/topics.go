@@ -48,7 +48,7 @@ const (
 // Without groups (refusals, ValidateOnly) the answer waits only for what it was decided
 // on. A group too large for one entry refuses the whole request with
 // RECORD_LIST_TOO_LARGE before anything is proposed.
-func adminResult(req any, groups [][]wire.MetadataRecord, resp kmsg.Response) Result {
+func adminResult(req any, groups [][]wire.MetadataRecord, resp kmsg.Response, maxBytes int) Result {
 	reply := func(uint64) kmsg.Response { return resp }
 	if len(groups) == 0 {
 		return Result{Reply: reply}
@@ -60,11 +60,11 @@ func adminResult(req any, groups [][]wire.MetadataRecord, resp kmsg.Response) Re
 		for _, rec := range g {
 			gs += len(wire.AppendMetadataRecord(nil, rec)) + perRecordBytes
 		}
-		if batchHeaderBytes+gs > metadata.MaxEntryBytes {
+		if batchHeaderBytes+gs > maxBytes {
 			return errorResult(req, kerr.RecordListTooLarge, fmt.Sprintf(
-				"the records of one topic or resource take %d bytes, more than one metadata entry holds (%d)", gs, metadata.MaxEntryBytes))
+				"the records of one topic or resource take %d bytes, more than one metadata entry holds (%d)", gs, maxBytes))
 		}
-		if size+gs > metadata.MaxEntryBytes {
+		if size+gs > maxBytes {
 			r.Splits = append(r.Splits, len(r.Records))
 			size = batchHeaderBytes
 		}
@@ -99,38 +99,38 @@ func (c *Core) handleAdmin(latest *metadata.Image, clientID string, req any) (r 
 	switch req := req.(type) {
 	case *kmsg.CreateTopicsRequest:
 		groups, resp := admin.CreateTopics(latest, req, clientID, c.placement(latest), cfg, c.cfg.NewTopicID)
-		return adminResult(req, groups, resp), true
+		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *kmsg.DeleteTopicsRequest:
 		groups, resp := admin.DeleteTopics(latest, req, cfg)
-		return adminResult(req, groups, resp), true
+		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *kmsg.CreatePartitionsRequest:
 		groups, resp := admin.CreatePartitions(latest, req, c.placement(latest), cfg)
-		return adminResult(req, groups, resp), true
+		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *kmsg.AlterConfigsRequest:
 		groups, resp := admin.AlterConfigs(latest, req, cfg)
-		return adminResult(req, groups, resp), true
+		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *kmsg.IncrementalAlterConfigsRequest:
 		groups, resp := admin.IncrementalAlterConfigs(latest, req, cfg)
-		return adminResult(req, groups, resp), true
+		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *kmsg.UpdateFeaturesRequest:
 		recs, _, resp := admin.UpdateFeatures(latest, req, c.cfg.NodeID)
 		var groups [][]wire.MetadataRecord
 		if len(recs) > 0 {
 			groups = [][]wire.MetadataRecord{recs} // every feature or none
 		}
-		return adminResult(req, groups, resp), true
+		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *AutoCreateTopicRequest:
 		recs, code, reason := admin.AutoCreateTopic(latest, req.Name, c.placement(latest), cfg, c.cfg.NewTopicID)
 		if code != nil {
 			return errorResult(req, code, reason), true
 		}
-		return topicCreated(latest, req, req.Name, recs), true
+		return topicCreated(latest, req, req.Name, recs, c.cfg.maxBatchBytes), true
 	case *CreateInternalTopicRequest:
 		recs, err := admin.CreateInternalTopic(latest, req.Name, req.Partitions, req.Configs, c.placement(latest), c.cfg.NewTopicID)
 		if err != nil { // no broker to place on: placement never leaves none
 			return errorResult(req, kerr.UnknownServerError, err.Error()), true
 		}
-		return topicCreated(latest, req, req.Name, recs), true
+		return topicCreated(latest, req, req.Name, recs, c.cfg.maxBatchBytes), true
 	}
 	return Result{}, false
 }
@@ -138,7 +138,7 @@ func (c *Core) handleAdmin(latest *metadata.Image, clientID string, req any) (r 
 // topicCreated answers an internal creation: recs create the topic, or none when it
 // exists in latest already (created by this request's predecessors, maybe in flight: the
 // answer waits for them either way).
-func topicCreated(latest *metadata.Image, req any, name string, recs []wire.MetadataRecord) Result {
+func topicCreated(latest *metadata.Image, req any, name string, recs []wire.MetadataRecord, maxBytes int) Result {
 	var id metadata.TopicID
 	var groups [][]wire.MetadataRecord
 	if len(recs) > 0 {
@@ -146,7 +146,7 @@ func topicCreated(latest *metadata.Image, req any, name string, recs []wire.Meta
 	} else if t := latest.Topic(name); t != nil {
 		id = t.ID
 	}
-	return adminResult(req, groups, topicAnswer(name, id, nil, ""))
+	return adminResult(req, groups, topicAnswer(name, id, nil, ""), maxBytes)
 }
 
 // topicAnswer is the one-topic CreateTopicsResponse that answers the internal requests.
