@@ -30,15 +30,36 @@ const modelBrokers = 4
 //   - a new incarnation is refused (DUPLICATE_BROKER_REGISTRATION) exactly when the
 //     registered one heartbeated to this term's controller within two intervals;
 //   - a fenced broker is unfenced exactly by a caught-up heartbeat that wants neither
-//     fencing nor shutdown.
+//     fencing nor shutdown;
+//   - admin requests (CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs,
+//     auto-created and internal topics, some cut into several batches, some held in
+//     flight): a topic id is never drawn twice, a topic's partition count only grows, an
+//     answered creation is in the image with the answered id, and new partitions go to
+//     unfenced brokers (or to this node, modelNode, while there is none).
 func TestCoreModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		cfg := Config{}.withDefaults()
+		var m *model
+		fresh := byte(100)
+		cfg := Config{NodeID: modelNode, maxBatchBytes: rapid.SampledFrom([]int{300, 2000, 0}).Draw(rt, "batch bytes"),
+			PlacementStart: func(n int) int { return rapid.IntRange(0, n-1).Draw(rt, "start") },
+			// A small space, so drawn ids collide with live (or in-flight) topics and with
+			// each other; an id a batch used before and that is gone now is never drawn, so
+			// a topic id seen twice is the Core's reuse.
+			NewTopicID: func() metadata.TopicID {
+				id := metadata.TopicID{0: 0xfe, 15: rapid.ByteRange(1, 16).Draw(rt, "id")}
+				if _, used := m.topicIDs[id]; used && m.l.latest.TopicsByID[id] == nil {
+					fresh++
+					id = metadata.TopicID{0: 0xfe, 14: 1, 15: fresh}
+				}
+				return id
+			},
+		}.withDefaults()
 		var setup []wire.MetadataRecord
 		setup = append(setup, topic("a", []int32{0}, []int32{1}, []int32{2}, []int32{3})...)
 		setup = append(setup, topic("b", []int32{1}, []int32{1, 2}, []int32{0})...)
 		l := newLog(rt, setup...)
-		m := &model{t: rt, cfg: cfg, l: l, core: New(cfg), now: t0, maxEpoch: map[int32]int64{}}
+		m = &model{t: rt, cfg: cfg, l: l, core: New(cfg), now: t0, maxEpoch: map[int32]int64{},
+			topicIDs: map[metadata.TopicID]string{}, partitions: map[metadata.TopicID]int{}}
 		m.newTerm()
 		rt.Repeat(map[string]func(*rapid.T){
 			"register": func(t *rapid.T) {
@@ -94,7 +115,17 @@ func TestCoreModel(t *testing.T) {
 			"advance": func(t *rapid.T) {
 				m.now = m.now.Add(time.Duration(rapid.Int64Range(1, 6000).Draw(t, "ms")) * time.Millisecond)
 			},
-			"flush": func(t *rapid.T) { m.l.flush(); m.check() },
+			"flush":        func(t *rapid.T) { m.l.flush(); m.check() },
+			"createTopics": func(t *rapid.T) { m.createTopics(t) },
+			"deleteTopics": func(t *rapid.T) { m.deleteTopics(t) },
+			"grow":         func(t *rapid.T) { m.grow(t) },
+			"alterConfigs": func(t *rapid.T) { m.alterConfigs(t) },
+			"autoCreate": func(t *rapid.T) {
+				m.internal(t, &AutoCreateTopicRequest{Name: rapid.SampledFrom(modelTopics).Draw(t, "topic")})
+			},
+			"internalTopic": func(t *rapid.T) {
+				m.internal(t, &CreateInternalTopicRequest{Name: "__consumer_offsets", Partitions: int32(rapid.IntRange(1, 3).Draw(t, "partitions"))})
+			},
 			"newTerm": func(t *rapid.T) {
 				if rapid.Bool().Draw(t, "lose in-flight") {
 					m.l.drop()
@@ -123,6 +154,10 @@ type model struct {
 	epochOf  map[int32]int64     // the epoch contact and heard are for
 	blocks   [][2]int64
 	maxEpoch map[int32]int64
+	// topicIDs are every topic id a batch has created, with its name; partitions the
+	// highest partition count seen for each.
+	topicIDs   map[metadata.TopicID]string
+	partitions map[metadata.TopicID]int
 }
 
 func (m *model) newTerm() {
@@ -302,18 +337,24 @@ func (m *model) check() {
 	for _, im := range []*metadata.Image{m.l.latest, m.l.committed} {
 		for _, t := range im.TopicsByID {
 			for i, p := range t.Partitions {
-				if p.Leader >= 0 {
+				if p.Leader >= 0 && p.Leader != modelNode {
 					if br := im.Brokers[p.Leader]; br == nil || br.Fenced {
 						m.t.Fatalf("%s-%d led by %d, which is %+v", t.Name, i, p.Leader, br)
 					}
 				}
-				if len(p.Replicas) == 1 && p.Leader == -1 {
+				if len(p.Replicas) == 1 && p.Leader == -1 && p.Replicas[0] != modelNode {
 					if br := im.Brokers[p.Replicas[0]]; br != nil && !br.Fenced {
 						m.t.Fatalf("%s-%d leaderless while its replica %d is unfenced", t.Name, i, br.ID)
 					}
 				}
 			}
 		}
+	}
+	for id, t := range m.l.committed.TopicsByID {
+		if n := len(t.Partitions); n < m.partitions[id] {
+			m.t.Fatalf("%s went from %d partitions to %d", t.Name, m.partitions[id], n)
+		}
+		m.partitions[id] = len(t.Partitions)
 	}
 	for id, br := range m.l.committed.Brokers {
 		if br.Epoch < m.maxEpoch[id] {

@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,18 +29,43 @@ import (
 //	advance ms=N           moves the clock
 //	tick [ms=N]            moves the clock, then runs the timers
 //	term                   a new controller term: a new Core, no sessions
-//	image                  the brokers and the partitions' leaders
+//	image                  the brokers, the partitions' leaders, the configs
+//
+// The admin requests (topic ids count up from 1 and are printed by name; placement starts
+// at the stripe's first broker unless start= says otherwise):
+//
+//	create [validate] [client=c] [start=N]   one topic per line: name [p=N] [rf=N] [config=value ...]
+//	delete                 one topic name per line
+//	grow name=a count=N [validate]           CreatePartitions
+//	alter topic=a|group=g [validate]         AlterConfigs, one config=value per line
+//	incremental topic=a|group=g [validate]   IncrementalAlterConfigs: set k=v, delete k, per line
+//	feature name=f level=N [validate]        UpdateFeatures
+//	autocreate name=a      AutoCreateTopicRequest
+//	internal name=a partitions=N             CreateInternalTopicRequest
+//	batchbytes n=N         bounds the batches an admin request is cut into (0: 8 MiB)
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		s := &script{l: newLog(t), core: New(Config{}), now: t0}
+		s := &script{l: newLog(t), now: t0, names: map[metadata.TopicID]string{}}
+		s.core = New(s.config())
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string { return s.run(t, d) })
 	})
 }
 
 type script struct {
-	l    *log
-	core *Core
-	now  time.Time
+	l        *log
+	core     *Core
+	now      time.Time
+	start    int // the placement's start for the next request
+	nextID   byte
+	names    map[metadata.TopicID]string // topic ids printed by name
+	maxBytes int
+}
+
+// config is the scripts' Core config: their placement start and topic ids.
+func (s *script) config() Config {
+	return Config{PlacementStart: func(int) int { return s.start },
+		NewTopicID:    func() metadata.TopicID { s.nextID++; return metadata.TopicID{0: 0xff, 15: s.nextID} },
+		maxBatchBytes: s.maxBytes}
 }
 
 func intArg(t *testing.T, d *datadriven.TestData, key string, def int64) int64 {
@@ -61,7 +89,7 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return intArg(t, d, "epoch", -1)
 	}
-	var req kmsg.Request
+	var req any
 	switch d.Cmd {
 	case "topic":
 		var name string
@@ -79,7 +107,9 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 			reps = append(reps, rs)
 		}
 		s.l.flush()
-		s.l.commit(topic(name, reps...))
+		recs := topic(name, reps...)
+		s.names[recs[0].(*wire.TopicRecord).TopicID] = name
+		s.l.commit(recs)
 		s.l.latest = s.l.committed
 		return s.image()
 	case "register":
@@ -113,29 +143,51 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 		if len(r.Records) == 0 {
 			return out + "nothing due\n"
 		}
-		out += formatRecords(r.Records)
+		out += s.formatRecords(r.Records)
 		s.l.run(r, false, nil)
 		return out + fmt.Sprintf("applied at %d\n", s.l.index)
 	case "term":
 		s.l.flush()
-		s.core = New(Config{})
+		s.core = New(s.config())
 		return "new term\n"
 	case "image":
 		return s.image()
+	case "batchbytes":
+		s.maxBytes = int(intArg(t, d, "n", 0))
+		s.core.cfg.maxBatchBytes = s.config().withDefaults().maxBatchBytes
+		return fmt.Sprintf("batches of at most %d bytes\n", s.core.cfg.maxBatchBytes)
 	default:
-		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+		var ok bool
+		if req, ok = s.adminRequest(t, d); !ok {
+			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
+		}
 	}
-	r, err := s.core.Handle(s.l.latest, s.now, req)
+	clientID := "script"
+	if d.HasArg("client") {
+		d.ScanArgs(t, "client", &clientID)
+	}
+	s.start = int(intArg(t, d, "start", 0))
+	r, err := s.core.HandleFrom(s.l.latest, s.now, clientID, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := formatRecords(r.Records)
+	var out string
+	for i, b := range r.Batches() {
+		if len(r.Splits) > 0 {
+			out += fmt.Sprintf("batch %d:\n", i+1)
+		}
+		out += s.formatRecords(b)
+	}
 	var resp kmsg.Response
+	first := s.l.index + 1
 	s.l.run(r, false, func(x kmsg.Response) { resp = x })
-	if len(r.Records) > 0 {
+	switch {
+	case len(r.Splits) > 0:
+		out += fmt.Sprintf("applied at %d-%d\n", first, s.l.index)
+	case len(r.Records) > 0:
 		out += fmt.Sprintf("applied at %d\n", s.l.index)
 	}
-	return out + formatResponse(resp)
+	return out + s.formatResponse(resp)
 }
 
 func (s *script) image() string {
@@ -156,13 +208,36 @@ func (s *script) image() string {
 			fmt.Fprintf(&sb, "%s-%d replicas=%v leader=%d leaderEpoch=%d\n", n, i, p.Replicas, p.Leader, p.LeaderEpoch)
 		}
 	}
+	for _, res := range slices.SortedFunc(maps.Keys(s.l.committed.Configs), func(a, b metadata.ConfigResource) int {
+		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Name, b.Name))
+	}) {
+		cs := s.l.committed.Configs[res]
+		for _, k := range slices.Sorted(maps.Keys(cs)) {
+			fmt.Fprintf(&sb, "config %s %s=%s\n", resourceName(res.Type, res.Name), k, cs[k])
+		}
+	}
 	return sb.String()
 }
 
-func formatRecords(recs []wire.MetadataRecord) string {
+func (s *script) formatRecords(recs []wire.MetadataRecord) string {
 	var sb strings.Builder
 	for _, r := range recs {
 		switch r := r.(type) {
+		case *wire.TopicRecord:
+			s.names[r.TopicID] = r.Name
+			fmt.Fprintf(&sb, "Topic %s id=%d\n", r.Name, r.TopicID[15])
+		case *wire.PartitionRecord:
+			fmt.Fprintf(&sb, "Partition %s-%d replicas=%v leader=%d\n", s.names[r.TopicID], r.PartitionID, r.Replicas, r.Leader)
+		case *wire.RemoveTopicRecord:
+			fmt.Fprintf(&sb, "RemoveTopic %s\n", s.names[r.TopicID])
+		case *wire.ConfigRecord:
+			v := "null"
+			if r.Value != nil {
+				v = *r.Value
+			}
+			fmt.Fprintf(&sb, "Config %s %s=%s\n", resourceName(r.ResourceType, r.ResourceName), r.Name, v)
+		case *wire.FeatureLevelRecord:
+			fmt.Fprintf(&sb, "FeatureLevel %s=%d\n", r.Name, r.FeatureLevel)
 		case *wire.RegisterBrokerRecord:
 			fmt.Fprintf(&sb, "RegisterBroker broker=%d epoch=%d fenced=%v\n", r.BrokerID, r.BrokerEpoch, r.Fenced)
 		case *wire.BrokerRegistrationChangeRecord:
@@ -170,7 +245,7 @@ func formatRecords(recs []wire.MetadataRecord) string {
 		case *wire.UnregisterBrokerRecord:
 			fmt.Fprintf(&sb, "UnregisterBroker broker=%d epoch=%d\n", r.BrokerID, r.BrokerEpoch)
 		case *wire.PartitionChangeRecord:
-			fmt.Fprintf(&sb, "PartitionChange %s-%d leader=%d\n", strings.TrimRight(string(r.TopicID[:15]), "\x00"), r.PartitionID, r.Leader)
+			fmt.Fprintf(&sb, "PartitionChange %s-%d leader=%d\n", s.names[r.TopicID], r.PartitionID, r.Leader)
 		case *wire.ProducerIdsRecord:
 			fmt.Fprintf(&sb, "ProducerIds broker=%d epoch=%d next=%d\n", r.BrokerID, r.BrokerEpoch, r.NextProducerID)
 		default:
@@ -180,7 +255,10 @@ func formatRecords(recs []wire.MetadataRecord) string {
 	return sb.String()
 }
 
-func formatResponse(resp kmsg.Response) string {
+func (s *script) formatResponse(resp kmsg.Response) string {
+	if out, ok := formatAdminResponse(resp); ok {
+		return out
+	}
 	code := ""
 	if c := errCode(resp); c != 0 {
 		code = " " + kerr.ErrorForCode(c).(*kerr.Error).Message

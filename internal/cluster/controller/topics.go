@@ -93,12 +93,27 @@ func (c *Core) placement(latest *metadata.Image) admin.Placement {
 	return admin.Placement{Brokers: ids, Start: c.cfg.PlacementStart(len(ids))}
 }
 
+// requestIDs is cfg.NewTopicID never giving one request the same id twice: admin checks
+// a drawn id against the image only, and a request's earlier topics are not in it yet.
+func (c *Core) requestIDs() func() metadata.TopicID {
+	drawn := map[metadata.TopicID]bool{}
+	return func() metadata.TopicID {
+		for {
+			if id := c.cfg.NewTopicID(); !drawn[id] {
+				drawn[id] = true
+				return id
+			}
+		}
+	}
+}
+
 // handleAdmin decides the admin requests; ok is false for any other.
 func (c *Core) handleAdmin(latest *metadata.Image, clientID string, req any) (r Result, ok bool) {
 	cfg := c.cfg.Admin
+	newID := c.requestIDs()
 	switch req := req.(type) {
 	case *kmsg.CreateTopicsRequest:
-		groups, resp := admin.CreateTopics(latest, req, clientID, c.placement(latest), cfg, c.cfg.NewTopicID)
+		groups, resp := admin.CreateTopics(latest, req, clientID, c.placement(latest), cfg, newID)
 		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *kmsg.DeleteTopicsRequest:
 		groups, resp := admin.DeleteTopics(latest, req, cfg)
@@ -120,13 +135,13 @@ func (c *Core) handleAdmin(latest *metadata.Image, clientID string, req any) (r 
 		}
 		return adminResult(req, groups, resp, c.cfg.maxBatchBytes), true
 	case *AutoCreateTopicRequest:
-		recs, code, reason := admin.AutoCreateTopic(latest, req.Name, c.placement(latest), cfg, c.cfg.NewTopicID)
+		recs, code, reason := admin.AutoCreateTopic(latest, req.Name, c.placement(latest), cfg, newID)
 		if code != nil {
 			return errorResult(req, code, reason), true
 		}
 		return topicCreated(latest, req, req.Name, recs, c.cfg.maxBatchBytes), true
 	case *CreateInternalTopicRequest:
-		recs, err := admin.CreateInternalTopic(latest, req.Name, req.Partitions, req.Configs, c.placement(latest), c.cfg.NewTopicID)
+		recs, err := admin.CreateInternalTopic(latest, req.Name, req.Partitions, req.Configs, c.placement(latest), newID)
 		if err != nil { // no broker to place on: placement never leaves none
 			return errorResult(req, kerr.UnknownServerError, err.Error()), true
 		}
