@@ -1,6 +1,7 @@
 // Package controller is the metadata controller that runs on the raft leader
 // (docs/architecture.md, "The controller is the raft leader"): broker registration,
-// heartbeats and fencing, controlled shutdown, the restart rule, and producer-id blocks.
+// heartbeats and fencing, controlled shutdown, the restart rule, producer-id blocks, and
+// the topic admin requests (decided with cluster/admin, placed over the unfenced brokers).
 //
 // Core is the pure part: no goroutines, no I/O, the clock passed in. Given the latest
 // image (the committed one plus this controller's own batches not applied yet) and a

@@ -78,8 +78,10 @@ func adminResult(req any, groups [][]wire.MetadataRecord, resp kmsg.Response, ma
 // placement is where a request's new partitions go: striped over latest's unfenced
 // brokers not shutting down (Kafka's usable brokers), in id order, from a start drawn by
 // cfg.PlacementStart. With none, the stripe is this node alone: a single node creates
-// topics before (or without) its broker registering, as exactq's did before the cluster
-// code, and the partitions are led by it once it registers.
+// topics before (or without) its broker registering, as step 5's broker does, and they
+// are led by it from their first record (admin makes the first replica leader). Kafka
+// refuses such a request (INVALID_REPLICATION_FACTOR, no broker registered); on a
+// cluster the fallback only matters while no broker at all is unfenced.
 func (c *Core) placement(latest *metadata.Image) admin.Placement {
 	var ids []int32
 	for _, id := range sortedBrokerIDs(latest) {
