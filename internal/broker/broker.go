@@ -65,6 +65,7 @@ type Broker struct {
 	lock   *dataDirLock
 	dir    metaProperties // the data directory's identity (meta.json)
 	meta   *node.Node     // the metadata log (metalog.go)
+	reg    *registration  // with the controller (registration.go); nil until started
 	// proposeFault, set only by tests, fails chosen metadata proposals before they reach
 	// the log, to check what a failed commit point leaves behind.
 	proposeFault atomic.Pointer[func([]wire.MetadataRecord) error]
@@ -173,6 +174,16 @@ func Open(cfg Config) (*Broker, error) {
 		lock.release()
 		return nil, err
 	}
+	if err := b.startController(); err != nil {
+		b.closeLogs()
+		b.closeMetadataLog()
+		lock.release()
+		return nil, err
+	}
+	// The first producer-id block, before serving (see producerIDs).
+	if err := b.pids.reserveFirst(); err != nil {
+		b.storageError("reserve producer ids", err)
+	}
 	if b.topics.get(shareGroupStateTopic) != nil {
 		if _, err := b.shares(); err != nil {
 			b.closeCoordinators()
@@ -215,9 +226,6 @@ func (b *Broker) load() error {
 	im, _ := b.image()
 	b.features = openFeatures(b)
 	b.pids = openProducerIDs(b, im)
-	if err := b.pids.reserveFirst(); err != nil {
-		b.storageError("reserve producer ids", err)
-	}
 	if b.groupCfg, err = openGroupConfigs(b, b.cfg.BrokerConfigs); err != nil {
 		return err
 	}
@@ -296,6 +304,9 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
+	// A controlled shutdown first: the controller fences this broker while it still
+	// serves what it has.
+	b.stopRegistration()
 	close(b.stop)
 	b.closeCoordinators()
 	err := b.closeLogs()
@@ -305,7 +316,14 @@ func (b *Broker) Close() error {
 	return err
 }
 
+func (b *Broker) stopRegistration() {
+	if b.reg != nil {
+		b.reg.shutdown()
+	}
+}
+
 func (b *Broker) closeMetadataLog() error {
+	b.stopRegistration()
 	if b.meta == nil {
 		return nil
 	}

@@ -77,11 +77,15 @@ func TestStartWithFullDisk(t *testing.T) {
 	if !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("produce on a full disk: %v, want KAFKA_STORAGE_ERROR", err)
 	}
-	// The start (its producer-id reservation) and the refused write are both in the log.
-	for _, want := range []string{"storage error: reserve producer ids", "log write failed"} {
+	// The start (the metadata log cannot take its new term, so the producer-id
+	// reservation fails) and the refused write are all in the log, with their cause.
+	for _, want := range []string{"metadata log stopped", "log write failed"} {
 		if !hasErrorLine(logs.String(), want, "no space left on device") {
 			t.Fatalf("no error-level line %q with the cause in the log:\n%s", want, logs.String())
 		}
+	}
+	if !hasErrorLine(logs.String(), "storage error: reserve producer ids", "") {
+		t.Fatalf("the failed producer-id reservation is not logged:\n%s", logs.String())
 	}
 	// A stop on the full disk is clean too: the snapshot it cannot write is only logged.
 	// (The metadata log reopening itself after its failed election may have freed a few

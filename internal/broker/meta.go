@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,10 +14,11 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
 	"github.com/exactq/exactq/internal/cluster/metadata"
-	"github.com/exactq/exactq/wire"
 )
 
 // dataDirLock holds an exclusive flock on <data>/.lock so two brokers never share a
@@ -45,6 +48,31 @@ type metaProperties struct {
 	Version   int    `json:"version"`
 	ClusterID string `json:"cluster_id"`
 	NodeID    int32  `json:"node_id"`
+	// DirectoryID is the directory's random id (Kafka's directory.id, in its Uuid text
+	// form), made once: the broker registers with it, so the cluster can tell a node that
+	// comes back with an empty disk from the one it was.
+	DirectoryID string `json:"directory_id,omitempty"`
+}
+
+// directoryID is the directory id as bytes.
+func (m metaProperties) directoryID() ([16]byte, error) {
+	var id [16]byte
+	b, err := base64.RawURLEncoding.DecodeString(m.DirectoryID)
+	if err != nil || len(b) != 16 {
+		return id, fmt.Errorf("meta.json: bad directory_id %q", m.DirectoryID)
+	}
+	copy(id[:], b)
+	return id, nil
+}
+
+// newDirectoryID is a random directory id outside Kafka's reserved ones (the first 100).
+func newDirectoryID() string {
+	for {
+		u := newUUID()
+		if binary.BigEndian.Uint64(u[:8]) != 0 {
+			return base64.RawURLEncoding.EncodeToString(u[:])
+		}
+	}
 }
 
 func loadOrCreateMeta(dir string, nodeID int32) (metaProperties, error) {
@@ -59,9 +87,14 @@ func loadOrCreateMeta(dir string, nodeID int32) (metaProperties, error) {
 		if m.NodeID != nodeID {
 			return m, fmt.Errorf("data directory %s belongs to node %d, not %d", dir, m.NodeID, nodeID)
 		}
-		return m, nil
+		if m.DirectoryID == "" { // made before directory ids: give it one, once
+			m.DirectoryID = newDirectoryID()
+			return m, writeJSONAtomic(path, m)
+		}
+		_, err := m.directoryID()
+		return m, err
 	case errors.Is(err, os.ErrNotExist):
-		m = metaProperties{Version: 1, ClusterID: newClusterID(), NodeID: nodeID}
+		m = metaProperties{Version: 1, ClusterID: newClusterID(), NodeID: nodeID, DirectoryID: newDirectoryID()}
 		return m, writeJSONAtomic(path, m)
 	default:
 		return m, err
@@ -167,13 +200,12 @@ type producerIDs struct {
 	mu    sync.Mutex
 	b     *Broker
 	next  int64
-	limit int64 // first id not yet reserved durably: the image's ProducerIdsRecord bound
+	limit int64 // the end of the block being handed out
 }
 
 const producerIDBlock = 1000
 
-// openProducerIDs starts above the metadata log's reservation; reserveFirst then reserves
-// the next block.
+// openProducerIDs starts with no block; reserveFirst then gets one.
 func openProducerIDs(b *Broker, im *metadata.Image) *producerIDs {
 	return &producerIDs{b: b, next: im.ProducerIDs.Next, limit: im.ProducerIDs.Next}
 }
@@ -187,15 +219,28 @@ func (p *producerIDs) reserveFirst() error {
 	return p.reserve()
 }
 
-// reserve makes the next block durable: a ProducerIdsRecord with the new bound, Kafka's
-// AllocateProducerIds record. Called with mu held, or before p is shared. The record's
-// broker epoch is -1 until the broker registers with the controller.
+// reserve gets the next block from the controller (AllocateProducerIds, whose
+// ProducerIdsRecord is in the metadata log before the answer). Called with mu held, or
+// before p is shared.
 func (p *producerIDs) reserve() error {
-	limit := p.limit + producerIDBlock
-	if _, err := p.b.propose(&wire.ProducerIdsRecord{BrokerID: p.b.cfg.NodeID, BrokerEpoch: -1, NextProducerID: limit}); err != nil {
+	r := p.b.reg
+	epoch := r.Epoch()
+	if epoch < 0 {
+		return errors.New("not registered with the controller yet")
+	}
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = p.b.cfg.NodeID, epoch
+	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
+	defer cancel()
+	resp, err := r.call(ctx, req)
+	if err != nil {
 		return err
 	}
-	p.limit = limit
+	ar := resp.(*kmsg.AllocateProducerIDsResponse)
+	if err := kerr.ErrorForCode(ar.ErrorCode); err != nil {
+		return fmt.Errorf("AllocateProducerIds: %w", err)
+	}
+	p.next, p.limit = ar.ProducerIDStart, ar.ProducerIDStart+int64(ar.ProducerIDLen)
 	return nil
 }
 

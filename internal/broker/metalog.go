@@ -31,19 +31,30 @@ const metadataProposeTimeout = 30 * time.Second
 // propose appends records to the metadata log as one atomic entry and returns once it is
 // applied, with the entry's index.
 func (b *Broker) propose(records ...wire.MetadataRecord) (uint64, error) {
-	if h := b.proposeFault.Load(); h != nil {
-		if err := (*h)(records); err != nil {
-			return 0, fmt.Errorf("metadata log: %w", err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
 	defer cancel()
-	idx, err := b.meta.Propose(ctx, records)
+	idx, err := brokerQuorum{b}.Propose(ctx, records)
 	if err != nil {
 		return 0, fmt.Errorf("metadata log: %w", err)
 	}
 	return idx, nil
 }
+
+// brokerQuorum is the metadata log as this broker and its controller propose to it: the
+// node, with the test-only fault of proposeFault in front.
+type brokerQuorum struct{ b *Broker }
+
+func (q brokerQuorum) Propose(ctx context.Context, records []wire.MetadataRecord) (uint64, error) {
+	if h := q.b.proposeFault.Load(); h != nil {
+		if err := (*h)(records); err != nil {
+			return 0, err
+		}
+	}
+	return q.b.meta.Propose(ctx, records)
+}
+
+func (q brokerQuorum) Image() (*metadata.Image, uint64) { return q.b.meta.Image() }
+func (q brokerQuorum) Serving() (term uint64, ok bool)  { return q.b.meta.Serving() }
 
 // image is the metadata image the broker last applied, and its index.
 func (b *Broker) image() (*metadata.Image, uint64) { return b.meta.Image() }

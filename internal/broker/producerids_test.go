@@ -1,23 +1,23 @@
 package broker_test
 
 import (
-	"os"
-	"path/filepath"
+	"errors"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/broker"
 	"github.com/exactq/exactq/internal/testbroker"
+	"github.com/exactq/exactq/wire"
 )
 
 // The first InitProducerId after a restart must be answered from memory. It used to reserve
-// a block of producer ids first (two fsyncs); a broker SIGKILLed during that wait had read
-// the request and never answered it, and kgo fails an EOF on a connection's first response
-// without retrying ("broker closed the connection immediately after a request was issued",
-// crashtest TestCrashCycles). A directory where the reservation writes its temporary file
-// makes any reservation fail, so a KAFKA_STORAGE_ERROR here means a request waited for the
-// disk.
+// a block of producer ids first (a disk write); a broker SIGKILLed during that wait had
+// read the request and never answered it, and kgo fails an EOF on a connection's first
+// response without retrying ("broker closed the connection immediately after a request was
+// issued", crashtest TestCrashCycles). With every metadata proposal failing after the
+// restart's own block, a KAFKA_STORAGE_ERROR here means a request waited for the log.
 func TestInitProducerIDAfterRestartNeedsNoDisk(t *testing.T) {
 	tb := testbroker.Start(t)
 	ctx := ctxT(t)
@@ -26,9 +26,9 @@ func TestInitProducerIDAfterRestartNeedsNoDisk(t *testing.T) {
 		t.Fatalf("init producer id: %v %v", err, first)
 	}
 	tb.Restart()
-	if err := os.Mkdir(filepath.Join(tb.DataDir, "producer-ids.json.tmp"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	broker.FailMetadataProposalsForTest(tb.Broker, func([]wire.MetadataRecord) error {
+		return errors.New("injected: the metadata log refuses every write")
+	})
 	cl := newClient(t, tb.Addr)
 	seen := map[int64]bool{first.ProducerID: true}
 	for i := range 10 {

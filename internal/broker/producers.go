@@ -43,11 +43,11 @@ func (b *Broker) checkProducerIssued(pid int64) (int16, string) {
 	return kerr.InvalidProducerIDMapping.Code, fmt.Sprintf("Producer id %d was never issued by this broker (InitProducerId)", pid)
 }
 
-// issued reports whether id may have been handed out: it is below the next id.
+// issued reports whether id may have been handed out by any broker: it is below the
+// bound of the blocks the controller has given out (the image's ProducerIdsRecord).
 func (p *producerIDs) issued(id int64) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return id < p.next
+	im, _ := p.b.image()
+	return id < im.ProducerIDs.Next
 }
 
 // checkProducer applies the idempotence rules to a batch before it is appended. A retry of

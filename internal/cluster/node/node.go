@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/exactq/exactq/internal/cluster/metadata"
@@ -69,9 +70,10 @@ type Node struct {
 	cfg    Config
 	voters []uint64
 
-	mu    sync.Mutex
-	inc   *incarnation // the running loop and its store; replaced by the supervisor
-	floor *quorum.Applied
+	// inc is the running loop and its store, replaced by the supervisor; floor is the
+	// newest Applied of a loop that failed. Atomic: Image is on request paths.
+	inc   atomic.Pointer[incarnation]
+	floor atomic.Pointer[quorum.Applied]
 	// proposeMu serializes Propose: see the package comment.
 	proposeMu sync.Mutex
 
@@ -133,7 +135,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.inc = inc
+	n.inc.Store(inc)
 	go n.supervise()
 	if lone {
 		if err := n.awaitServing(ctx, inc); err != nil && !errors.Is(err, errLoopFailed) {
@@ -186,11 +188,9 @@ func (n *Node) supervise() {
 			n.setCloseErr(errors.Join(err, inc.store.Close()))
 			return
 		}
-		n.mu.Lock()
-		if a := inc.loop.Current(); n.floor == nil || a.Index > n.floor.Index {
-			n.floor = a
+		if a, f := inc.loop.Current(), n.floor.Load(); f == nil || a.Index > f.Index {
+			n.floor.Store(a) // only this goroutine writes it
 		}
-		n.mu.Unlock()
 		inc.store.Close()
 		// The backoff doubles, up to 30 s, while loops fail within a minute of starting
 		// or the store will not open: a full disk stays full for a while, and each
@@ -208,9 +208,7 @@ func (n *Node) supervise() {
 			backoff = min(2*backoff, 30*time.Second)
 			next, err := n.start()
 			if err == nil {
-				n.mu.Lock()
-				n.inc = next
-				n.mu.Unlock()
+				n.inc.Store(next)
 				break
 			}
 			n.cfg.Logger.Error("reopening the metadata log", "node", n.cfg.NodeID, "err", err, "retry_in", backoff)
@@ -219,9 +217,7 @@ func (n *Node) supervise() {
 }
 
 func (n *Node) current() *incarnation {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.inc
+	return n.inc.Load()
 }
 
 func (n *Node) setCloseErr(err error) {
@@ -277,9 +273,7 @@ func (n *Node) Image() (*metadata.Image, uint64) {
 // applied is the running loop's newest Applied, or the one a failed loop reached while a
 // new loop has not applied that far yet.
 func (n *Node) applied() *quorum.Applied {
-	n.mu.Lock()
-	inc, floor := n.inc, n.floor
-	n.mu.Unlock()
+	inc, floor := n.inc.Load(), n.floor.Load()
 	a := inc.loop.Current()
 	if floor != nil && floor.Index > a.Index {
 		return floor

@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/cluster/admin"
+	"github.com/exactq/exactq/internal/cluster/controller"
+)
+
+// The broker's life with the controller (docs/architecture.md, "Registration, heartbeats,
+// fencing"): at start it registers (BrokerRegistration: its listener, directory id,
+// supported features, a new incarnation id) and heartbeats until unfenced, before it
+// serves; then it heartbeats every broker.heartbeat.interval.ms with its applied metadata
+// index, registers again when told its epoch is stale, and at Close asks for a controlled
+// shutdown. A zero-config broker's controller is its own node's (controller.Driver on the
+// lone voter), reached in process: the same requests a cluster sends over the network.
+//
+// The broker does not wait for the controller forever: a node that cannot register at
+// start (its metadata log is down, a full disk) starts anyway, serving what it has, and
+// keeps trying in the background.
+
+// registrationStartWait bounds how long Open waits to be registered and unfenced.
+const registrationStartWait = 10 * time.Second
+
+// controlledShutdownWait bounds how long Close waits for the controller to fence it.
+const controlledShutdownWait = 5 * time.Second
+
+type registration struct {
+	b           *Broker
+	ctl         *controller.Driver
+	ctlCancel   context.CancelFunc
+	ctlDone     chan struct{}
+	incarnation [16]byte
+	dirID       [16]byte
+	interval    time.Duration
+
+	mu     sync.Mutex
+	epoch  int64 // -1 until registered
+	fenced bool
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// startController starts this node's controller and registers with it: on return the
+// broker is registered and unfenced, or a background loop keeps trying.
+func (b *Broker) startController() error {
+	dirID, err := b.dir.directoryID()
+	if err != nil {
+		return err
+	}
+	cfg := controller.Config{NodeID: b.cfg.NodeID}
+	ctl := controller.NewDriver(controller.Options{Config: cfg, Quorum: brokerQuorum{b}, Logger: b.logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &registration{b: b, ctl: ctl, ctlCancel: cancel, ctlDone: make(chan struct{}), incarnation: newUUID(), dirID: dirID,
+		interval: 2 * time.Second, epoch: -1, fenced: true, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.ctlDone)
+		_ = ctl.Run(ctx)
+	}()
+	b.reg = r
+	wait, cancelWait := context.WithTimeout(context.Background(), registrationStartWait)
+	defer cancelWait()
+	if err := r.joinOnce(wait); err != nil {
+		b.logger.Warn("not registered with the controller yet; serving what this node has and retrying", "err", err)
+	}
+	go r.run()
+	return nil
+}
+
+// call sends a controller request to the controller: this node's, in process.
+func (r *registration) call(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return r.ctl.Handle(ctx, req)
+}
+
+// joinOnce registers if not registered, then heartbeats until unfenced.
+func (r *registration) joinOnce(ctx context.Context) error {
+	for {
+		epoch, fenced := r.state()
+		if epoch < 0 {
+			if err := r.register(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if !fenced {
+			return nil
+		}
+		if err := r.heartbeat(ctx, false); err != nil {
+			return err
+		}
+		if _, fenced := r.state(); fenced {
+			select { // caught up but not unfenced yet: the controller decides at its pace
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (r *registration) state() (epoch int64, fenced bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epoch, r.fenced
+}
+
+// Epoch is the broker epoch the controller gave this broker, -1 when not registered.
+func (r *registration) Epoch() int64 {
+	e, _ := r.state()
+	return e
+}
+
+func (r *registration) register(ctx context.Context) error {
+	b := r.b
+	im, _ := b.image()
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.BrokerID, req.ClusterID, req.IncarnationID = b.cfg.NodeID, im.Cluster.ID, r.incarnation
+	l := kmsg.NewBrokerRegistrationRequestListener()
+	l.Name, l.Host, l.Port, l.SecurityProtocol = "PLAINTEXT", b.cfg.AdvertisedHost, uint16(b.cfg.AdvertisedPort), 0
+	req.Listeners = append(req.Listeners, l)
+	// metadata.version is listed because every registration must: exactq does not gate
+	// record versions by it yet, so it claims no level (0-0) and finalizes none.
+	mv := kmsg.NewBrokerRegistrationRequestFeature()
+	mv.Name = "metadata.version"
+	req.Features = append(req.Features, mv)
+	for _, s := range admin.SupportedFeatures {
+		f := kmsg.NewBrokerRegistrationRequestFeature()
+		f.Name, f.MinSupportedVersion, f.MaxSupportedVersion = s.Name, 0, s.MaxLevel
+		req.Features = append(req.Features, f)
+	}
+	if b.cfg.Rack != "" {
+		rack := b.cfg.Rack
+		req.Rack = &rack
+	}
+	req.LogDirs = [][16]byte{r.dirID}
+	req.PreviousBrokerEpoch = r.Epoch()
+	resp, err := r.call(ctx, req)
+	if err != nil {
+		return err
+	}
+	rr := resp.(*kmsg.BrokerRegistrationResponse)
+	if err := kerr.ErrorForCode(rr.ErrorCode); err != nil {
+		return fmt.Errorf("BrokerRegistration: %w", err)
+	}
+	r.mu.Lock()
+	r.epoch, r.fenced = rr.BrokerEpoch, true
+	r.mu.Unlock()
+	b.logger.Info("registered with the controller", "broker_epoch", rr.BrokerEpoch)
+	return nil
+}
+
+// heartbeat sends one BrokerHeartbeat; a stale epoch forgets the registration (the next
+// round registers again).
+func (r *registration) heartbeat(ctx context.Context, wantShutdown bool) error {
+	epoch, _ := r.state()
+	_, applied := r.b.image()
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset, req.WantShutdown = r.b.cfg.NodeID, epoch, int64(applied), wantShutdown
+	resp, err := r.call(ctx, req)
+	if err != nil {
+		return err
+	}
+	hr := resp.(*kmsg.BrokerHeartbeatResponse)
+	if err := kerr.ErrorForCode(hr.ErrorCode); err != nil {
+		if errors.Is(err, kerr.StaleBrokerEpoch) {
+			r.mu.Lock()
+			r.epoch, r.fenced = -1, true
+			r.mu.Unlock()
+		}
+		return fmt.Errorf("BrokerHeartbeat: %w", err)
+	}
+	r.mu.Lock()
+	was := r.fenced
+	r.fenced = hr.IsFenced
+	r.mu.Unlock()
+	if was && !hr.IsFenced {
+		r.b.logger.Info("unfenced by the controller", "broker_epoch", epoch)
+	}
+	return nil
+}
+
+// run heartbeats every interval until shutdown, registering again whenever needed.
+func (r *registration) run() {
+	defer close(r.done)
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.interval)
+		err := r.joinOnce(ctx)
+		if err == nil {
+			err = r.heartbeat(ctx, false)
+		}
+		cancel()
+		switch {
+		case err != nil && !failing:
+			r.b.logger.Warn("controller heartbeat failed; retrying", "err", err)
+		case err == nil && failing:
+			r.b.logger.Info("controller heartbeats work again")
+		}
+		failing = err != nil
+	}
+}
+
+// shutdown asks the controller for a controlled shutdown (fenced, its partitions
+// leaderless until it returns), then stops heartbeats and the controller.
+func (r *registration) shutdown() { r.stopOnce.Do(r.doShutdown) }
+
+func (r *registration) doShutdown() {
+	close(r.stop)
+	<-r.done
+	if epoch, fenced := r.state(); epoch >= 0 && !fenced {
+		ctx, cancel := context.WithTimeout(context.Background(), controlledShutdownWait)
+		if err := r.heartbeat(ctx, true); err != nil {
+			r.b.logger.Warn("controlled shutdown: the controller did not answer", "err", err)
+		}
+		cancel()
+	}
+	r.ctlCancel()
+	<-r.ctlDone
+}
