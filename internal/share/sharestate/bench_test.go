@@ -1,6 +1,12 @@
 package sharestate
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -69,4 +75,79 @@ func BenchmarkReplay100k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(keys*perKey), "records/op")
+}
+
+// syncedPartition is an in-memory partition that also writes every append to a file and
+// fsyncs it, as the broker's log does under --fsync always: the cost group commit shares.
+type syncedPartition struct {
+	*coordlog.Memory
+	f     *os.File
+	syncs atomic.Int64
+}
+
+func (p *syncedPartition) Append(ctx context.Context, b coordlog.Batch) (int64, error) {
+	base, err := p.Memory.Append(ctx, b)
+	if err != nil {
+		return base, err
+	}
+	for _, r := range b.Records {
+		if _, err := p.f.Write(append(r.Key, r.Value...)); err != nil {
+			return -1, err
+		}
+	}
+	if err := p.f.Sync(); err != nil {
+		return -1, err
+	}
+	p.syncs.Add(1)
+	return base, nil
+}
+
+// Concurrent writes from many share partitions whose state lives on one __share_group_state
+// partition, each a small acknowledgement (a ShareUpdate), over a log that fsyncs every
+// append. fsyncs/op is what group commit cuts.
+func BenchmarkConcurrentWrites(b *testing.B) {
+	for _, writers := range []int{1, 16, 128} {
+		b.Run(fmt.Sprint("writers=", writers), func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "log"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			p := &syncedPartition{Memory: coordlog.NewMemory(0), f: f}
+			s, err := New(Config{NumPartitions: 1}, []coordlog.Partition{p})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			keys := make([]Key, writers)
+			for i := range keys {
+				keys[i] = Key{GroupID: "g", TopicID: testTopic, Partition: int32(i)}
+				if err := s.Initialize(ctx, keys[i], 0, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p.syncs.Store(0)
+			var next atomic.Int64
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for _, k := range keys {
+				wg.Go(func() {
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						o := i % 1000
+						if err := s.Write(ctx, k, 0, 0, -1, -1, []StateBatch{sb(o, o, StateAcknowledged, 1)}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(p.syncs.Load())/float64(b.N), "fsyncs/op")
+		})
+	}
 }

@@ -615,3 +615,59 @@ func compareStagings(a, b Staging) int {
 	}
 	return cmp.Compare(a.Epoch, b.Epoch)
 }
+
+// maxWriteBatches bounds one Write (a share-partition has at most
+// group.share.partition.max.record.locks in flight, 10000 at most, so 10x that is far
+// beyond any legitimate write).
+const maxWriteBatches = 100_000
+
+// normalizeWrite validates a Write's batches and returns a copy with the staging fields
+// canonical: zeroed on non-pending batches, the commit state explicit on pending ones.
+func normalizeWrite(in []StateBatch) ([]StateBatch, error) {
+	if len(in) > maxWriteBatches {
+		return nil, fmt.Errorf("%d state batches, at most %d", len(in), maxWriteBatches)
+	}
+	out := slices.Clone(in)
+	for i := range out {
+		b := &out[i]
+		// The largest offset is refused: a batch reaching it would overflow the window end
+		// (LastOffset+1) and the offset counts of a restore.
+		if b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.LastOffset == math.MaxInt64 {
+			return nil, fmt.Errorf("state batch %d..%d", b.FirstOffset, b.LastOffset)
+		}
+		if b.DeliveryCount < 0 {
+			return nil, fmt.Errorf("state batch %d..%d: delivery count %d", b.FirstOffset, b.LastOffset, b.DeliveryCount)
+		}
+		switch b.DeliveryState {
+		case StateAvailable, StateAcknowledged, StateArchiving, StateArchived:
+			b.clearStaged()
+			continue
+		case StateTxPending:
+		default:
+			return nil, fmt.Errorf("state batch %d..%d: delivery state %d cannot be persisted", b.FirstOffset, b.LastOffset, b.DeliveryState)
+		}
+		if b.TxnProducerID < 0 || b.TxnProducerEpoch < 0 {
+			return nil, fmt.Errorf("state batch %d..%d: TX_PENDING without a producer (%d, %d)", b.FirstOffset, b.LastOffset, b.TxnProducerID, b.TxnProducerEpoch)
+		}
+		var ok bool
+		switch b.TxnAckType {
+		case AckAccept:
+			if b.TxnCommitState == 0 {
+				b.TxnCommitState = StateAcknowledged
+			}
+			ok = b.TxnCommitState == StateAcknowledged
+		case AckReject, AckGap:
+			if b.TxnCommitState == 0 {
+				b.TxnCommitState = StateArchived
+			}
+			ok = b.TxnCommitState == StateArchived || b.TxnCommitState == StateArchiving
+		}
+		if !ok {
+			return nil, fmt.Errorf("state batch %d..%d: staged ack type %d with commit state %d", b.FirstOffset, b.LastOffset, b.TxnAckType, b.TxnCommitState)
+		}
+		if b.TxnAbortState != StateAvailable && b.TxnAbortState != StateArchived {
+			return nil, fmt.Errorf("state batch %d..%d: abort state %d", b.FirstOffset, b.LastOffset, b.TxnAbortState)
+		}
+	}
+	return out, nil
+}

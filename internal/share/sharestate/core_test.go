@@ -21,6 +21,40 @@ type fataler interface {
 	Fatalf(format string, args ...any)
 }
 
+// refFixture is today's Store (reference_test.go) over in-memory partitions.
+type refFixture struct {
+	t     fataler
+	cfg   Config
+	now   time.Time
+	parts []*coordlog.Memory
+	s     *refStore
+}
+
+func newRefFixture(t fataler, numPartitions int32, updatesPerSnapshot int) *refFixture {
+	f := &refFixture{t: t, now: time.UnixMilli(1_700_000_000_000)}
+	f.cfg = Config{NumPartitions: numPartitions, UpdatesPerSnapshot: updatesPerSnapshot, ColdSnapshotInterval: time.Minute,
+		Now: func() time.Time { return f.now }}
+	for i := range numPartitions {
+		f.parts = append(f.parts, coordlog.NewMemory(i))
+	}
+	f.restart()
+	return f
+}
+
+// restart replaces the store with one replayed from the partitions.
+func (f *refFixture) restart() {
+	f.t.Helper()
+	lps := make([]coordlog.Partition, len(f.parts))
+	for i, p := range f.parts {
+		lps[i] = p
+	}
+	s, err := newRefStore(f.cfg, lps)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.s = s
+}
+
 // coreLog is a Core over an in-memory log, doing synchronously what the driver does: it
 // appends a Step's batches (joined into one write or not), tells the Core the offsets
 // (Committed) and appends the marker.
@@ -142,9 +176,7 @@ var diffKeys = append(slices.Clone(modelKeys), Key{GroupID: "a", TopicID: [16]by
 func TestCoreMatchesStore(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ups := rapid.IntRange(1, 4).Draw(rt, "updatesPerSnapshot")
-		f := newFixture(t, modelPartitions, ups)
-		f.cfg.ColdSnapshotInterval = time.Minute
-		f.restart()
+		f := newRefFixture(rt, modelPartitions, ups)
 		cores := make([]*coreLog, modelPartitions)
 		for i := range cores {
 			cores[i] = newCoreLog(rt, CoreConfig{Partition: int32(i), UpdatesPerSnapshot: ups, ColdSnapshotIntervalMs: time.Minute.Milliseconds()})

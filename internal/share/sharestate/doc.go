@@ -13,11 +13,14 @@
 // the record is durable (coordlog.Partition.Append returns after the fsync), and the
 // in-memory state changes only then.
 //
-// Each __share_group_state partition is serialised by one mutex held across the append:
-// memory is always exactly a replay of the log. The price is one fsync per write per
-// partition (no group commit among writes to the same partition yet). A failed append
-// whose effect on the log is unknown marks the partition unavailable
-// (COORDINATOR_NOT_AVAILABLE, wrapping ErrOutcomeUnknown) until Load replays it; every
+// Each __share_group_state partition is a Core (core.go: no I/O, no clock, no goroutines;
+// every rule of the coordinator, the KIP-1289 commit and abort rule included) run by a
+// driver goroutine (driver.go). The driver steps a round of queued requests (at most 256,
+// or 1 MiB of records), appends all their records as one write (group commit: one fsync
+// for the round), and answers them in order only then, so no answer shows state the log
+// does not hold. A failed append fails the requests it could touch: those whose records
+// it held answer COORDINATOR_NOT_AVAILABLE wrapping ErrOutcomeUnknown, those stepped after
+// it COORDINATOR_NOT_AVAILABLE; the Core is then rebuilt by replaying the log. Every
 // other error means nothing was written.
 //
 // # On-disk format
@@ -121,7 +124,8 @@
 //     ApplyMarker returns (ApplyMarkerResult also counts what was resolved, for metrics;
 //     share.Manager.ApplyMarker does all of this), and hand the returned keys to the live share-partitions, which
 //     resolve their in-memory TX_PENDING records the same way (re-Read them, or apply the
-//     same rule). ApplyMarker holds the partition's lock around the append so the store's
+//     same rule). ApplyMarker runs in the partition's order of requests, the control batch
+//     appended after the records of the requests before it, so the store's
 //     records and the marker are in the same order in memory as in the log; CompleteTxn
 //     alone is for callers that already guarantee that order.
 //   - Every share.coordinator.state.topic.prune.interval.ms: DeleteRecords(p,

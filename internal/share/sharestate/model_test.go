@@ -260,7 +260,7 @@ func TestModel(t *testing.T) {
 func compareModel(rt *rapid.T, f *fixture, m *model) {
 	for _, k := range modelKeys {
 		mk := m.keys[k]
-		e := f.s.parts[f.s.PartitionFor(k)].keys[k]
+		e := f.s.parts[f.s.PartitionFor(k)].core.keys[k]
 		if (mk == nil) != (e == nil) {
 			rt.Fatalf("%s: exists %v, model %v", k, e != nil, mk != nil)
 		}

@@ -245,7 +245,7 @@ func TestFencing(t *testing.T) {
 		wantCode(t, f.s.Write(ctx, k, 6, 6, 0, -1, nil), kerr.FencedLeaderEpoch)
 		wantCode(t, f.s.Write(ctx, k, 5, 7, 0, -1, nil), kerr.FencedStateEpoch)
 		p := f.s.parts[0]
-		if e := p.keys[k]; e.snapshotEpoch != 1 {
+		if e := p.core.keys[k]; e.snapshotEpoch != 1 {
 			t.Fatalf("snapshot epoch %d", e.snapshotEpoch)
 		}
 	})
