@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,10 +44,15 @@ func NodeID(raftID uint64) int32 { return int32(uint32(raftID) - 1) }
 type Config struct {
 	NodeID  int32
 	DataDir string
-	// Voters are the node ids of a new log's voters; nil is this node alone. A log that
-	// exists keeps the voters it has.
-	Voters []int32
-	// Send carries raft messages to the other nodes; nil for a lone voter. It must not block.
+	// Cluster is a node with other voters: their controller listeners, its own, and the
+	// controller it serves there; the node sends and receives raft messages itself. Nil,
+	// or voters naming this node alone, is a lone voter: no listener, nothing sent.
+	Cluster *Cluster
+	// Voters and Send are the in-process alternative to Cluster (tests that carry raft
+	// messages themselves, stepping them into Loop): the node ids of a new log's voters
+	// (nil is this node alone; a log that exists keeps the voters it has), and what
+	// carries raft messages to the others, which must not block.
+	Voters       []int32
 	Send         func([]*pb.Message)
 	TickInterval time.Duration // 0 = 100 ms (KRaft's quorum tick)
 	ElectionTick int           // 0 = 10 ticks (quorum.election.timeout.ms 1,000)
@@ -69,6 +76,7 @@ type Config struct {
 type Node struct {
 	cfg    Config
 	voters []uint64
+	net    *clusterNet // nil for a lone voter and with Config.Send
 
 	// inc is the running loop and its store, replaced by the supervisor; floor is the
 	// newest Applied of a loop that failed. Atomic: Image is on request paths.
@@ -116,6 +124,18 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.RaftLogger == nil {
 		cfg.RaftLogger = raftLogger{cfg.Logger.With("component", "raft")}
 	}
+	if c := cfg.Cluster; c != nil {
+		if cfg.Send != nil || len(cfg.Voters) > 0 {
+			return nil, errors.New("node: Cluster and Voters/Send are alternatives")
+		}
+		if err := c.validate(cfg.NodeID); err != nil {
+			return nil, err
+		}
+		cfg.Voters = slices.Sorted(maps.Keys(c.Voters))
+		if len(c.Voters) == 1 {
+			cfg.Cluster = nil // this node alone: a lone voter, as without voters
+		}
+	}
 	voters := []uint64{RaftID(cfg.NodeID)}
 	if len(cfg.Voters) > 0 {
 		voters = voters[:0]
@@ -124,18 +144,26 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	lone := len(voters) == 1 && voters[0] == RaftID(cfg.NodeID)
-	if cfg.Send == nil {
-		if !lone {
-			return nil, errors.New("node: several voters need a Send")
-		}
-		cfg.Send = func([]*pb.Message) {} // a lone voter sends nothing
-	}
 	n := &Node{cfg: cfg, voters: voters, closing: make(chan struct{}), done: make(chan struct{})}
-	inc, err := n.start()
+	switch {
+	case n.cfg.Cluster != nil:
+		if err := n.openNet(); err != nil {
+			return nil, err
+		}
+	case n.cfg.Send == nil && !lone:
+		return nil, errors.New("node: several voters need a Cluster or a Send")
+	}
+	inc, err := n.start(true)
 	if err != nil {
+		if n.net != nil {
+			n.net.close()
+		}
 		return nil, err
 	}
 	n.inc.Store(inc)
+	if n.net != nil {
+		n.serveNet()
+	}
 	go n.supervise()
 	if lone {
 		if err := n.awaitServing(ctx, inc); err != nil && !errors.Is(err, errLoopFailed) {
@@ -146,21 +174,36 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// start opens the store and starts a loop over it.
-func (n *Node) start() (*incarnation, error) {
+// start opens the store and starts a loop over it; first is Open's start, which checks
+// the log's voters against the configured ones.
+func (n *Node) start(first bool) (*incarnation, error) {
 	cfg := n.cfg
 	store, err := raftstore.Open(filepath.Join(cfg.DataDir, LogDir), raftstore.Options{Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
+	if first {
+		if err := n.checkLog(store); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
+	send := cfg.Send
+	if send == nil {
+		send = func([]*pb.Message) {} // a lone voter sends nothing
+	}
 	loop, err := quorum.New(quorum.Options{
-		ID: RaftID(cfg.NodeID), Store: store, Voters: n.voters, Machine: metadata.Machine{}, Send: cfg.Send,
+		ID: RaftID(cfg.NodeID), Store: store, Voters: n.voters, Machine: metadata.Machine{}, Send: send,
 		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick, SnapshotBytes: cfg.SnapshotBytes,
 		Now: cfg.Now, Logger: cfg.Logger, RaftLogger: cfg.RaftLogger,
 	})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("node %d: %w", cfg.NodeID, err)
+	}
+	if n.net != nil {
+		// Before Run: delivery reports go to this incarnation's loop, not a stopped one.
+		n.net.snd.SetReporter(loop)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	inc := &incarnation{store: store, loop: loop, cancel: cancel, ran: make(chan error, 1)}
@@ -206,7 +249,7 @@ func (n *Node) supervise() {
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, 30*time.Second)
-			next, err := n.start()
+			next, err := n.start(false)
 			if err == nil {
 				n.inc.Store(next)
 				break
@@ -351,13 +394,24 @@ func (n *Node) Subscribe(buf int) (first *quorum.Applied, ch <-chan *quorum.Appl
 // Close stops the loop and closes the log. Safe to call twice.
 func (n *Node) Close() error {
 	n.closeMu.Lock()
-	if !n.closed {
+	first := !n.closed
+	if first {
 		n.closed = true
-		close(n.closing)
 	}
 	n.closeMu.Unlock()
+	var netErr error
+	if first {
+		if n.net != nil {
+			// The listener first: peers see the node gone at once and elect without it.
+			netErr = n.net.close()
+		}
+		close(n.closing)
+	}
 	<-n.done
 	n.closeMu.Lock()
 	defer n.closeMu.Unlock()
+	if netErr != nil {
+		n.closeErr = errors.Join(n.closeErr, netErr)
+	}
 	return n.closeErr
 }

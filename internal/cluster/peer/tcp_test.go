@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/await"
-	"github.com/exactq/exactq/internal/testbroker"
 )
 
 func newTCP(t testing.TB, addr string) *TCP {
@@ -69,44 +68,6 @@ func checkEcho(t testing.TB, resp kmsg.Response, err error, gen int32) {
 	}
 	if got != gen {
 		t.Fatalf("gen %d got the answer to %d", gen, got)
-	}
-}
-
-// A real exactq broker answers standard requests on every lane, at the versions both sides
-// support.
-func TestRealBrokerEveryLane(t *testing.T) {
-	tb := testbroker.Start(t)
-	tr := newTCP(t, tb.Addr)
-	ctx := ctxT(t)
-	for ln := Lane(0); ln < NumLanes; ln++ {
-		avReq := kmsg.NewPtrApiVersionsRequest()
-		avReq.ClientSoftwareName, avReq.ClientSoftwareVersion = "exactq", "test"
-		resp, err := tr.Send(ctx, 1, ln, avReq)
-		if err != nil {
-			t.Fatalf("%s ApiVersions: %v", ln, err)
-		}
-		av := resp.(*kmsg.ApiVersionsResponse)
-		if av.ErrorCode != 0 || len(av.ApiKeys) == 0 {
-			t.Fatalf("%s ApiVersions: %+v", ln, av)
-		}
-		var mdMax int16 = -1
-		for _, k := range av.ApiKeys {
-			if k.ApiKey == 3 {
-				mdMax = k.MaxVersion
-			}
-		}
-		req := kmsg.NewPtrMetadataRequest()
-		resp, err = tr.Send(ctx, 1, ln, req)
-		if err != nil {
-			t.Fatalf("%s Metadata: %v", ln, err)
-		}
-		md := resp.(*kmsg.MetadataResponse)
-		if want := min(mdMax, req.MaxVersion()); md.Version != want {
-			t.Errorf("%s Metadata at v%d, want v%d", ln, md.Version, want)
-		}
-		if len(md.Brokers) != 1 || md.Brokers[0].NodeID != 1 {
-			t.Errorf("%s Metadata brokers %+v", ln, md.Brokers)
-		}
 	}
 }
 

@@ -104,8 +104,11 @@ type Loop struct {
 	// servingTerm is the term this node serves as controller in, 0 when it does not
 	// (written by the loop goroutine, read by anyone through Serving).
 	servingTerm atomic.Uint64
-	subsMu      sync.Mutex
-	subs        map[*subscriber]struct{}
+	// lead is the raft leader this node knows of (raft's SoftState.Lead), 0 when none:
+	// written by the loop goroutine, read by anyone through Leader.
+	lead   atomic.Uint64
+	subsMu sync.Mutex
+	subs   map[*subscriber]struct{}
 
 	// Owned by the Run goroutine.
 	rn            *raft.RawNode
@@ -289,6 +292,54 @@ func commitLoneVoterLog(ms *raft.MemoryStorage, id uint64) error {
 	return ms.SetHardState(hs)
 }
 
+// LogVoters is the voter set ms's log holds: its checkpoint's voters changed by every
+// conf change entry after it, committed or not (what a node restarting from it would
+// have once it applies them). empty reports a store with no log at all (a new
+// directory, which bootstraps with Options.Voters).
+func LogVoters(ms *raft.MemoryStorage) (voters []uint64, empty bool, err error) {
+	hs, cs, err := ms.InitialState()
+	if err != nil {
+		return nil, false, err
+	}
+	first, _ := ms.FirstIndex()
+	last, _ := ms.LastIndex()
+	if last == 0 && raft.IsEmptyHardState(hs) {
+		return nil, true, nil
+	}
+	set := map[uint64]bool{}
+	for _, v := range cs.GetVoters() {
+		set[v] = true
+	}
+	if last >= first {
+		ents, err := ms.Entries(first, last+1, math.MaxUint64)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, e := range ents {
+			cc, err := confChangeOf(e)
+			if err != nil {
+				return nil, false, err
+			}
+			if cc == nil {
+				continue
+			}
+			for _, c := range cc.AsV2().GetChanges() {
+				switch c.GetType() {
+				case pb.ConfChangeType_ConfChangeAddNode:
+					set[c.GetNodeId()] = true
+				case pb.ConfChangeType_ConfChangeRemoveNode, pb.ConfChangeType_ConfChangeAddLearnerNode:
+					delete(set, c.GetNodeId())
+				}
+			}
+		}
+	}
+	for v := range set {
+		voters = append(voters, v)
+	}
+	slices.Sort(voters)
+	return voters, false, nil
+}
+
 // confChangeOf decodes a conf change entry (nil for any other entry).
 func confChangeOf(e *pb.Entry) (pb.ConfChangeI, error) {
 	var cc pb.ConfChangeI
@@ -422,6 +473,7 @@ func (l *Loop) handleReady() error {
 			l.loseLeadership()
 		}
 		if ss := rd.SoftState; ss != nil {
+			l.lead.Store(ss.Lead)
 			leading := ss.RaftState == raft.StateLeader
 			if l.leading && !leading {
 				l.loseLeadership()
@@ -762,6 +814,19 @@ func (l *Loop) Status(ctx context.Context) (raft.BasicStatus, error) {
 func (l *Loop) Serving() (term uint64, ok bool) {
 	t := l.servingTerm.Load()
 	return t, t != 0
+}
+
+// Leader is the raft id of the leader this node last heard of, 0 when it knows none (an
+// election is on, or the loop stopped). Brokers send controller requests there: the
+// leader serves them once its term's first entry is applied (Serving), and answers
+// NOT_CONTROLLER until then, which they retry.
+func (l *Loop) Leader() uint64 {
+	select {
+	case <-l.done:
+		return 0
+	default:
+		return l.lead.Load()
+	}
 }
 
 // Done is closed when the loop has stopped; Err then says why.

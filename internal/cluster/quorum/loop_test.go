@@ -293,11 +293,21 @@ func TestThreeVoters(t *testing.T) {
 	stopTicks := c.ticker()
 	check("running")
 	stopTicks()
+	for i, l := range c.loops {
+		if got := l.Leader(); got != uint64(lead+1) {
+			t.Fatalf("node %d names leader %d, node %d leads", i+1, got, lead+1)
+		}
+	}
 	for i := range 3 {
 		c.stop(i)
 	}
 	for i := range 3 {
 		c.start(i)
+	}
+	for i, s := range c.stores {
+		if v, empty, err := LogVoters(s.Storage()); err != nil || empty || !slices.Equal(v, []uint64{1, 2, 3}) {
+			t.Fatalf("node %d's log voters: %v empty %v, %v", i+1, v, empty, err)
+		}
 	}
 	stopTicks = c.ticker()
 	check("restarted")
@@ -405,6 +415,33 @@ func TestQueueFull(t *testing.T) {
 }
 
 // TestBootstrapNeedsItself: a node not among the voters does not bootstrap.
+// A store with nothing in it has no voters yet (LogVoters reports it empty), and a loop
+// that stopped names no leader.
+func TestLogVotersOfNewStoreAndStoppedLeader(t *testing.T) {
+	s, err := raftstore.Open(t.TempDir(), raftstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, empty, err := LogVoters(s.Storage()); err != nil || !empty || v != nil {
+		t.Fatalf("a new store: %v empty %v, %v", v, empty, err)
+	}
+	c := newCluster(t, 1, nil)
+	if err := await.Until(10*time.Second, time.Millisecond, func() error {
+		if got := c.loops[0].Leader(); got != 1 {
+			return fmt.Errorf("a lone voter names leader %d", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	l := c.loops[0]
+	c.stop(0)
+	if got := l.Leader(); got != 0 {
+		t.Fatalf("a stopped loop names leader %d", got)
+	}
+}
+
 func TestBootstrapNeedsItself(t *testing.T) {
 	if _, err := unstarted(t, 4, []uint64{1, 2, 3}, 0); err == nil {
 		t.Fatal("a node outside the voters bootstrapped")
