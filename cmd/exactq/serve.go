@@ -43,6 +43,11 @@ type serveOptions struct {
 	metricsListen                string
 	txnShareAckKey               int
 	brokerConfigs                map[string]string // Kafka broker config names (log.retention.ms, ...)
+	// The cluster settings (servecluster.go checks them): Kafka's process.roles,
+	// controller.quorum.voters and the controller listener.
+	processRoles     string
+	voters           string
+	controllerListen string
 }
 
 func defaultServeOptions() serveOptions {
@@ -59,6 +64,7 @@ func defaultServeOptions() serveOptions {
 		autoCreate:            true,
 		logLevel:              "info",
 		brokerConfigs:         map[string]string{},
+		processRoles:          "broker,controller",
 	}
 }
 
@@ -74,6 +80,7 @@ var fileKeys = map[string]string{
 	"queued.max.request.bytes":                "queued-max-request-bytes",
 	"auto.create.topics.enable":               "auto-create-topics", "log.level": "log-level",
 	"metrics.listen": "metrics-listen",
+	"process.roles":  "process-roles", "controller.quorum.voters": "voters",
 }
 
 // serveFlags defines serve's flags on fs, bound to opts (which holds their defaults), and
@@ -97,6 +104,9 @@ func serveFlags(fs *pflag.FlagSet, opts *serveOptions) *string {
 	fs.BoolVar(&opts.autoCreate, "auto-create-topics", opts.autoCreate, "create unknown topics a client asks for in Metadata")
 	fs.StringVar(&opts.logLevel, "log-level", opts.logLevel, "debug, info, warn or error")
 	fs.StringVar(&opts.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	fs.StringVar(&opts.processRoles, "process-roles", opts.processRoles, "broker,controller (a broker and a metadata voter; the only roles for now)")
+	fs.StringVar(&opts.voters, "voters", "", "the metadata quorum's voters and their controller listeners, id@host:port,... (controller.quorum.voters); empty: this node alone")
+	fs.StringVar(&opts.controllerListen, "controller-listen", "", "where the controller listener binds (raft messages and controller requests); voters of a several-node quorum only")
 	fs.IntVar(&opts.txnShareAckKey, "txn-share-ack-key", 95, "API key of KIP-1289's TxnShareAcknowledge; -1 turns transactional share acknowledgements off")
 	return configFile
 }
@@ -121,11 +131,19 @@ func applyConfigFile(path string, fs *pflag.FlagSet, brokerConfigs map[string]st
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	var fl fileListeners
 	for _, k := range props.Keys() {
 		raw, _ := props.Get(k)
-		if err := applyConfigKey(fs, k, strings.TrimSpace(raw), brokerConfigs); err != nil {
+		v := strings.TrimSpace(raw)
+		if fl.take(k, v) {
+			continue
+		}
+		if err := applyConfigKey(fs, k, v, brokerConfigs); err != nil {
 			return fmt.Errorf("%s: %s: %w", path, k, err)
 		}
+	}
+	if err := fl.resolve(fs); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }
@@ -136,6 +154,9 @@ func applyConfigKey(fs *pflag.FlagSet, k, v string, brokerConfigs map[string]str
 	if !isFlag && strings.HasPrefix(k, "listener.name.") {
 		// exactq has one listener, PLAINTEXT; a limit for another would be ignored.
 		return errors.New("exactq has no such listener (only listener.name.plaintext.*)")
+	}
+	if k == "log.dirs" || k == "log.dir" {
+		return logDirs(fs, v)
 	}
 	if !isFlag {
 		brokerConfigs[k] = v
@@ -161,6 +182,13 @@ func serve(opts serveOptions) error {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
+	cluster, err := clusterOf(opts)
+	if err != nil {
+		return err
+	}
+	if cluster.multiNode() {
+		return errMultiNodeUnwired
+	}
 	var fsync broker.FsyncPolicy
 	switch opts.fsync {
 	case "always":
