@@ -158,6 +158,8 @@ func validateRecords(h *kmsg.RecordBatch, opts ValidateOptions) error {
 	r := recordReader{buf: nil, src: zr}
 	if whole, ok := zr.Whole(); ok {
 		r = recordReader{buf: whole} // already decoded whole: read it in place
+	} else if len(h.Records) == 0 {
+		r = recordReader{} // nothing to decompress: no window (the count check refuses it)
 	} else {
 		win := streamWindows.Get().(*[]byte)
 		defer streamWindows.Put(win)
