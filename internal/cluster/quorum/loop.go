@@ -73,7 +73,11 @@ type Options struct {
 	// Voters bootstraps a new, empty store: the raft ids of the initial voters (this node
 	// among them). Sorted before use, so every voter of a new cluster writes the same
 	// first entries. Ignored when the store has a log.
-	Voters  []uint64
+	Voters []uint64
+	// Join starts a new, empty store without bootstrapping it: this node is no member
+	// until the leader adds it (a learner, then a voter: AddRaftVoter) and its first
+	// MsgApp or MsgSnap brings the log and the configuration. Voters are then ignored.
+	Join    bool
 	Machine Machine
 	// Send delivers raft messages to peers; called on the loop goroutine after the
 	// messages' Ready is durable. It must not block (queue and drop on overload: raft
@@ -109,6 +113,8 @@ type Loop struct {
 	lead   atomic.Uint64
 	subsMu sync.Mutex
 	subs   map[*subscriber]struct{}
+	// membersPub is members for other goroutines (Members).
+	membersPub atomic.Pointer[map[uint64]Member]
 
 	// Owned by the Run goroutine.
 	rn            *raft.RawNode
@@ -124,6 +130,13 @@ type Loop struct {
 	sinceSnapshot uint64
 	snapshotAt    time.Time
 	begun         bool // Poll did begin
+	// members are the members known from conf change contexts (copied on write: the
+	// map is published).
+	members map[uint64]Member
+	// heard and caughtUp are, while leading, when each peer's last message arrived and
+	// when its Match last reached the commit index.
+	heard, caughtUp map[uint64]time.Time
+	confInFlight    bool // a conf change proposed in this term is not applied yet
 }
 
 type inputKind int
@@ -136,6 +149,7 @@ const (
 	inStatus
 	inUnreachable
 	inSnapshotStatus
+	inDescribe
 )
 
 type input struct {
@@ -144,15 +158,19 @@ type input struct {
 	prop   *proposal
 	wait   *waiter
 	status chan raft.BasicStatus
+	desc   chan Status
 	peer   uint64              // inUnreachable, inSnapshotStatus: the raft id reported on
 	snap   raft.SnapshotStatus // inSnapshotStatus
 }
 
 type proposal struct {
 	data  []byte
-	index uint64 // assigned when raft appended it
+	conf  *pb.ConfChangeV2 // a conf change instead of data
+	index uint64           // assigned when raft appended it
 	term  uint64
-	reply chan Proposed
+	// refused: raft appended an empty entry in place of this conf change.
+	refused bool
+	reply   chan Proposed
 }
 
 // Proposed is a proposal's answer: the raft index of its entry once applied here, or why
@@ -196,7 +214,8 @@ func New(opts Options) (*Loop, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	l := &Loop{opts: opts, in: make(chan input, opts.QueueSize), done: make(chan struct{}), subs: map[*subscriber]struct{}{}}
+	l := &Loop{opts: opts, in: make(chan input, opts.QueueSize), done: make(chan struct{}), subs: map[*subscriber]struct{}{},
+		heard: map[uint64]time.Time{}, caughtUp: map[uint64]time.Time{}}
 	ms := opts.Store.Storage()
 	snap, err := ms.Snapshot()
 	if err != nil {
@@ -207,10 +226,12 @@ func New(opts Options) (*Loop, error) {
 	}
 	l.state = opts.Machine.Empty()
 	if !raft.IsEmptySnap(snap) {
-		if l.state, err = opts.Machine.Decode(snap.GetData()); err != nil {
+		var members map[uint64]Member
+		if l.state, members, err = l.decodeCheckpoint(snap.GetData()); err != nil {
 			return nil, fmt.Errorf("quorum: checkpoint %d: %w", snap.GetMetadata().GetIndex(), err)
 		}
 		l.applied = snap.GetMetadata().GetIndex()
+		l.setMembers(members)
 	}
 	cfg := &raft.Config{
 		ID: opts.ID, ElectionTick: opts.ElectionTick, HeartbeatTick: 1, Storage: ms, Applied: l.applied,
@@ -224,7 +245,9 @@ func New(opts Options) (*Loop, error) {
 	}
 	last, _ := ms.LastIndex()
 	hs, cs, _ := ms.InitialState()
-	if last == 0 && raft.IsEmptyHardState(hs) {
+	if last == 0 && raft.IsEmptyHardState(hs) && opts.Join {
+		cs = &pb.ConfState{}
+	} else if last == 0 && raft.IsEmptyHardState(hs) {
 		if len(opts.Voters) == 0 {
 			return nil, errors.New("quorum: a new store needs its voters")
 		}
@@ -433,12 +456,18 @@ func (l *Loop) handle(in input) {
 		if err := l.rn.Step(in.msg); err != nil {
 			l.opts.Logger.Debug("quorum: step", "from", in.msg.GetFrom(), "type", in.msg.GetType(), "err", err)
 		}
+		l.noteHeard(in.msg)
 	case inPropose:
 		if !l.serving {
 			in.prop.reply <- Proposed{Err: ErrNotController}
 			return
 		}
-		if err := l.rn.Propose(in.prop.data); err != nil {
+		if in.prop.conf != nil {
+			if err := l.proposeConfChange(in.prop); err != nil {
+				in.prop.reply <- Proposed{Err: err}
+				return
+			}
+		} else if err := l.rn.Propose(in.prop.data); err != nil {
 			if errors.Is(err, raft.ErrProposalDropped) {
 				err = ErrNotController
 			}
@@ -455,6 +484,8 @@ func (l *Loop) handle(in input) {
 		l.waiters = append(l.waiters, in.wait)
 	case inStatus:
 		in.status <- l.rn.BasicStatus()
+	case inDescribe:
+		in.desc <- l.status()
 	case inUnreachable:
 		l.rn.ReportUnreachable(in.peer)
 	case inSnapshotStatus:
@@ -478,6 +509,11 @@ func (l *Loop) handleReady() error {
 			if l.leading && !leading {
 				l.loseLeadership()
 			}
+			if leading && !l.leading {
+				// A new term's view of its peers: nothing heard from them yet.
+				clear(l.heard)
+				clear(l.caughtUp)
+			}
 			l.leading = leading
 		}
 		l.assign(rd.Entries)
@@ -498,8 +534,10 @@ func (l *Loop) handleReady() error {
 }
 
 // assign gives the proposals waiting for their index the entries this node appended as
-// leader, in order: raft appends one entry per accepted Propose, and the only entries
-// without data (its own empty entry) never carry a proposal.
+// leader, in order: raft appends one entry per accepted Propose or ProposeConfChange, and
+// the only entries without data never carry a proposal: its own empty entry at the
+// start of the term, and a conf change it refused (it appends an empty entry in its
+// place), which the conf change proposal then meets.
 func (l *Loop) assign(ents []*pb.Entry) {
 	if !l.leading {
 		return
@@ -509,12 +547,18 @@ func (l *Loop) assign(ents []*pb.Entry) {
 		i++
 	}
 	for _, e := range ents {
-		if e.GetIndex() <= l.lastAssigned || e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 || e.GetTerm() != l.term {
+		if e.GetIndex() <= l.lastAssigned || e.GetTerm() != l.term {
+			continue
+		}
+		conf := e.GetType() == pb.EntryConfChangeV2
+		refusedConf := e.GetType() == pb.EntryNormal && len(e.GetData()) == 0 && i < len(l.pending) && l.pending[i].conf != nil
+		if !conf && !refusedConf && (e.GetType() != pb.EntryNormal || len(e.GetData()) == 0) {
 			continue
 		}
 		l.lastAssigned = e.GetIndex()
 		if i < len(l.pending) {
 			l.pending[i].index = e.GetIndex()
+			l.pending[i].refused = refusedConf
 			i++
 		}
 	}
@@ -525,6 +569,7 @@ func (l *Loop) assign(ents []*pb.Entry) {
 // effect, as after a KRaft controller failover).
 func (l *Loop) loseLeadership() {
 	l.serving = false
+	l.confInFlight = false
 	l.servingTerm.Store(0)
 	for _, p := range l.pending {
 		p.reply <- Proposed{Err: ErrNotController}
@@ -533,11 +578,12 @@ func (l *Loop) loseLeadership() {
 }
 
 func (l *Loop) installSnapshot(snap *pb.Snapshot) error {
-	st, err := l.opts.Machine.Decode(snap.GetData())
+	st, members, err := l.decodeCheckpoint(snap.GetData())
 	if err != nil {
 		return fmt.Errorf("quorum: snapshot %d from the leader: %w", snap.GetMetadata().GetIndex(), err)
 	}
 	l.state, l.applied, l.cs = st, snap.GetMetadata().GetIndex(), snap.GetMetadata().GetConfState()
+	l.setMembers(members)
 	l.sinceSnapshot, l.snapshotAt = 0, l.opts.Now()
 	l.publish(&Applied{Index: l.applied, State: st, Snapshot: true})
 	l.release()
@@ -561,6 +607,7 @@ func (l *Loop) apply(ents []*pb.Entry) error {
 				return err
 			}
 			l.cs = l.rn.ApplyConfChange(cc)
+			l.noteMembers(cc)
 		default:
 			if len(e.GetData()) > 0 {
 				st, d, err := l.opts.Machine.Apply(l.state, e.GetIndex(), e.GetData())
@@ -584,8 +631,14 @@ func (l *Loop) apply(ents []*pb.Entry) error {
 			p := l.pending[0]
 			l.pending = l.pending[1:]
 			ans := Proposed{Index: p.index}
-			if p.index == e.GetIndex() && e.GetTerm() != p.term {
+			switch {
+			case p.index == e.GetIndex() && e.GetTerm() != p.term:
 				ans = Proposed{Err: ErrNotController} // its index holds another leader's entry
+			case p.refused:
+				ans = Proposed{Err: ErrChangePending}
+			}
+			if p.conf != nil {
+				l.confInFlight = false
 			}
 			answers = append(answers, func() { p.reply <- ans })
 		}
@@ -614,7 +667,7 @@ func (l *Loop) maybeCheckpoint() error {
 	if l.sinceSnapshot == 0 || (l.sinceSnapshot < l.opts.SnapshotBytes && l.opts.Now().Sub(l.snapshotAt) < l.opts.SnapshotInterval) {
 		return nil
 	}
-	data, err := l.opts.Machine.Encode(l.state)
+	data, err := l.encodeCheckpoint(l.state)
 	if err != nil {
 		return fmt.Errorf("quorum: encoding the checkpoint at %d: %w", l.applied, err)
 	}
@@ -790,6 +843,23 @@ func (l *Loop) await(ctx context.Context, reply <-chan error) error {
 		default:
 			return ErrStopped
 		}
+	}
+}
+
+// Describe is the quorum as this node sees it, read on the loop goroutine: on the leader
+// with every member's progress (DescribeQuorum).
+func (l *Loop) Describe(ctx context.Context) (Status, error) {
+	ch := make(chan Status, 1)
+	if err := l.enqueue(input{kind: inDescribe, desc: ch}); err != nil {
+		return Status{}, err
+	}
+	select {
+	case st := <-ch:
+		return st, nil
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	case <-l.done:
+		return Status{}, ErrStopped
 	}
 }
 
