@@ -33,6 +33,15 @@ type Cluster struct {
 	// with exactly these voters; a directory with a log keeps the voter set of its log and
 	// uses these only to find its peers.
 	Voters map[int32]string
+	// Join is a node that is not among Voters (they are the running quorum's voters, to
+	// find the leader): a new, empty directory starts unbootstrapped and takes part once
+	// the leader adds it (AddRaftVoter: an observer, then a voter); a directory with a log
+	// runs as its log says. It needs a controller listener.
+	Join bool
+	// ListenerName is the controller listener's name (the first of Kafka's
+	// controller.listener.names), in DescribeQuorum's nodes and AddRaftVoter's
+	// listeners; "" is CONTROLLER.
+	ListenerName string
 	// Listener is this node's controller listener, already bound (tests bind 127.0.0.1:0);
 	// nil: Open binds ListenAddr. The node serves it until Close.
 	Listener   net.Listener
@@ -121,7 +130,15 @@ func CheckAddr(addr string) error {
 
 // validate checks a cluster node's settings before anything is opened.
 func (c *Cluster) validate(self int32) error {
-	if _, ok := c.Voters[self]; !ok {
+	_, among := c.Voters[self]
+	switch {
+	case c.Join && among:
+		return fmt.Errorf("node %d joins the quorum of %v, so it must not be among them", self, slices.Sorted(maps.Keys(c.Voters)))
+	case c.Join && len(c.Voters) == 0:
+		return fmt.Errorf("node %d joins a quorum but names none of its voters", self)
+	case c.Join && c.Listener == nil && c.ListenAddr == "":
+		return fmt.Errorf("node %d joins a quorum but has no controller listener", self)
+	case !c.Join && !among:
 		return fmt.Errorf("node %d is a controller but not among the voters %v", self, slices.Sorted(maps.Keys(c.Voters)))
 	}
 	for id, addr := range c.Voters {
@@ -195,8 +212,8 @@ func (n *Node) openNet() error {
 	cn := &clusterNet{served: make(chan error, 1)}
 	tr := c.Transport
 	if tr == nil {
-		addr := func(node int32) (string, bool) { a, ok := c.Voters[node]; return a, ok }
-		cn.transport = peer.NewTCP(peer.Config{Self: n.cfg.NodeID, Addr: addr, ControllerAddr: addr})
+		// Members added after this node started are in the log, not in Voters.
+		cn.transport = peer.NewTCP(peer.Config{Self: n.cfg.NodeID, Addr: n.controllerAddr, ControllerAddr: n.controllerAddr})
 		tr = cn.transport
 	}
 	cn.snd = raftnet.NewSender(raftnet.SenderConfig{Transport: tr, NodeID: n.cfg.NodeID, DirectoryID: c.DirectoryID,
@@ -225,7 +242,7 @@ func (n *Node) serveNet() {
 		// The running loop's: after a storage failure another loop takes the messages.
 		Step:      func(m *pb.Message) error { return n.current().loop.Step(m) },
 		ClusterID: c.ClusterID, DirectoryOf: c.DirectoryOf})
-	h := &controllerHandler{rcv: rcv, ctl: c.Controller, logger: n.cfg.Logger}
+	h := &controllerHandler{rcv: rcv, ctl: c.Controller, node: n, logger: n.cfg.Logger}
 	cn.srv = server.New(c.Server, h, n.cfg.Logger.With("listener", "controller"))
 	go func() { cn.served <- cn.srv.Serve(cn.ln) }()
 }
@@ -273,12 +290,13 @@ func (n *Node) Controller() (node int32, ok bool) {
 // the controller requests to Cluster.Controller.
 type controllerHandler struct {
 	rcv    *raftnet.Receiver
+	node   *Node
 	ctl    func(context.Context, kmsg.Request) (kmsg.Response, error)
 	logger *slog.Logger
 }
 
 func (h *controllerHandler) APIs() []server.APIRange {
-	apis := []server.APIRange{raftnet.API()}
+	apis := append([]server.APIRange{raftnet.API()}, QuorumKeys()...)
 	if h.ctl != nil {
 		apis = append(apis, ControllerKeys()...)
 	}
@@ -292,6 +310,16 @@ func (h *controllerHandler) Handle(ctx context.Context, req *server.Request) ser
 	// A controller request waits for its entry to be applied: answered from Wait, so the
 	// connection's next raft messages are stepped meanwhile (the answers still leave in
 	// order).
+	switch r := req.Body.(type) {
+	case *kmsg.DescribeQuorumRequest:
+		return server.Reply{Wait: func() kmsg.Response { return h.node.DescribeQuorum(ctx, r) }}
+	case *kmsg.DescribeClusterRequest:
+		return server.Reply{Wait: func() kmsg.Response { return h.node.DescribeCluster(ctx, r) }}
+	case *kmsg.AddRaftVoterRequest:
+		return server.Reply{Wait: func() kmsg.Response { return h.node.AddVoter(ctx, r) }}
+	case *kmsg.RemoveRaftVoterRequest:
+		return server.Reply{Wait: func() kmsg.Response { return h.node.RemoveVoter(ctx, r) }}
+	}
 	return server.Reply{Wait: func() kmsg.Response {
 		resp, err := h.ctl(ctx, req.Body)
 		if err != nil {

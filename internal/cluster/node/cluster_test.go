@@ -31,7 +31,10 @@ type testCluster struct {
 	t      *testing.T
 	dirs   []string
 	voters map[int32]string
-	nodes  []*Node
+	// joiners are the nodes started after the others with Cluster.Join, by id: their
+	// controller listeners (not among voters, which every node is configured with).
+	joiners map[int32]string
+	nodes   []*Node
 	// heartbeats counts the controller requests each node's Controller func answered;
 	// running is each node for that func (read on the listener's goroutines).
 	heartbeats []atomic.Int64
@@ -39,8 +42,8 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T, n int) *testCluster {
-	c := &testCluster{t: t, voters: map[int32]string{}, nodes: make([]*Node, n), heartbeats: make([]atomic.Int64, n),
-		running: make([]atomic.Pointer[Node], n)}
+	c := &testCluster{t: t, voters: map[int32]string{}, joiners: map[int32]string{}, nodes: make([]*Node, n),
+		heartbeats: make([]atomic.Int64, maxTestNodes), running: make([]atomic.Pointer[Node], maxTestNodes)}
 	lns := make([]net.Listener, n)
 	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -55,16 +58,44 @@ func newTestCluster(t *testing.T, n int) *testCluster {
 		c.open(int32(i), lns[i])
 	}
 	t.Cleanup(func() {
-		for i := range n {
+		for i := range c.nodes {
 			c.stop(int32(i))
 		}
 	})
 	return c
 }
 
+// maxTestNodes bounds a testCluster's nodes, joiners included.
+const maxTestNodes = 8
+
+// addr is node id's controller listener address.
+func (c *testCluster) addr(id int32) string {
+	if a, ok := c.joiners[id]; ok {
+		return a
+	}
+	return c.voters[id]
+}
+
+// join starts a new node with an empty directory and Cluster.Join (the voters' addresses
+// only) and returns its id.
+func (c *testCluster) join() int32 {
+	c.t.Helper()
+	id := int32(len(c.nodes))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.joiners[id] = ln.Addr().String()
+	c.dirs = append(c.dirs, c.t.TempDir())
+	c.nodes = append(c.nodes, nil)
+	c.open(id, ln)
+	return id
+}
+
 func (c *testCluster) config(id int32, ln net.Listener) Config {
+	_, join := c.joiners[id]
 	return Config{NodeID: id, DataDir: c.dirs[id], TickInterval: 20 * time.Millisecond, Logger: quiet, RaftLogger: quietRaft,
-		Cluster: &Cluster{Voters: c.voters, Listener: ln, DirectoryID: [16]byte{0xd1, byte(id)},
+		Cluster: &Cluster{Voters: c.voters, Join: join, Listener: ln, DirectoryID: dirOf(id),
 			ClusterID: func() string { return "" },
 			// The controller's stand-in: answers a heartbeat with NOT_CONTROLLER unless this
 			// node serves, as controller.Driver does.
@@ -84,7 +115,7 @@ func (c *testCluster) open(id int32, ln net.Listener) {
 	if ln == nil {
 		// A restart binds the address its peers know.
 		var err error
-		if ln, err = net.Listen("tcp", c.voters[id]); err != nil {
+		if ln, err = net.Listen("tcp", c.addr(id)); err != nil {
 			c.t.Fatal(err)
 		}
 	}
@@ -327,3 +358,6 @@ func TestParseVoters(t *testing.T) {
 		}
 	}
 }
+
+// dirOf is test node id's directory id.
+func dirOf(id int32) [16]byte { return [16]byte{0xd1, byte(id)} }

@@ -82,8 +82,10 @@ type Node struct {
 	// newest Applied of a loop that failed. Atomic: Image is on request paths.
 	inc   atomic.Pointer[incarnation]
 	floor atomic.Pointer[quorum.Applied]
-	// proposeMu serializes Propose: see the package comment.
+	// proposeMu serializes Propose: see the package comment. changeMu is held by the
+	// voter change in progress (AddVoter, RemoveVoter): one at a time.
 	proposeMu sync.Mutex
+	changeMu  sync.Mutex
 
 	closing  chan struct{}
 	done     chan struct{} // closed when the supervisor has stopped the last loop
@@ -132,8 +134,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 		cfg.Voters = slices.Sorted(maps.Keys(c.Voters))
-		if len(c.Voters) == 1 {
-			cfg.Cluster = nil // this node alone: a lone voter, as without voters
+		if len(c.Voters) == 1 && !c.Join && c.Listener == nil && c.ListenAddr == "" {
+			// This node alone and no controller listener: a lone voter, as without
+			// voters. With a listener it is one that others can join.
+			cfg.Cluster = nil
 		}
 	}
 	voters := []uint64{RaftID(cfg.NodeID)}
@@ -143,7 +147,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			voters = append(voters, RaftID(v))
 		}
 	}
-	lone := len(voters) == 1 && voters[0] == RaftID(cfg.NodeID)
+	join := cfg.Cluster != nil && cfg.Cluster.Join
+	lone := len(voters) == 1 && voters[0] == RaftID(cfg.NodeID) && !join
 	n := &Node{cfg: cfg, voters: voters, closing: make(chan struct{}), done: make(chan struct{})}
 	switch {
 	case n.cfg.Cluster != nil:
@@ -193,7 +198,7 @@ func (n *Node) start(first bool) (*incarnation, error) {
 		send = func([]*pb.Message) {} // a lone voter sends nothing
 	}
 	loop, err := quorum.New(quorum.Options{
-		ID: RaftID(cfg.NodeID), Store: store, Voters: n.voters, Machine: metadata.Machine{}, Send: send,
+		ID: RaftID(cfg.NodeID), Store: store, Voters: n.voters, Join: cfg.Cluster != nil && cfg.Cluster.Join, Machine: metadata.Machine{}, Send: send,
 		TickInterval: cfg.TickInterval, ElectionTick: cfg.ElectionTick, SnapshotBytes: cfg.SnapshotBytes,
 		Now: cfg.Now, Logger: cfg.Logger, RaftLogger: cfg.RaftLogger,
 	})
