@@ -1,0 +1,191 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"io"
+	stdlog "log"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3"
+
+	"github.com/exactq/exactq/internal/await"
+	"github.com/exactq/exactq/internal/cluster/node"
+)
+
+// kafkaTools is Apache Kafka 4.4's tools jar and its dependencies, resolved with Maven
+// from kafkatools/pom.xml into the user cache directory the first time (CI: Maven Central
+// must be reachable once); later runs only check the marker file.
+var kafkaTools struct {
+	once      sync.Once
+	java, cp  string
+	err, skip string
+}
+
+func kafkaToolsClasspath(t *testing.T) (java, cp string) {
+	t.Helper()
+	k := &kafkaTools
+	k.once.Do(func() {
+		mvn, errM := exec.LookPath("mvn")
+		java, errJ := exec.LookPath("java")
+		if errM != nil || errJ != nil {
+			k.skip = fmt.Sprintf("Kafka's tools need mvn and java (JDK 17+) on PATH; mvn: %v, java: %v", errM, errJ)
+			return
+		}
+		base, err := os.UserCacheDir()
+		if err != nil {
+			k.err = err.Error()
+			return
+		}
+		cache := filepath.Join(base, "exactq-compat", "kafka-tools-4.4.0")
+		libs := filepath.Join(cache, "libs")
+		marker := filepath.Join(cache, "resolved")
+		if _, err := os.Stat(marker); err != nil {
+			pom, err := filepath.Abs(filepath.Join("kafkatools", "pom.xml"))
+			if err != nil {
+				k.err = err.Error()
+				return
+			}
+			_ = os.RemoveAll(libs)
+			out, err := runBounded(10*time.Minute, ".", mvn, "-B", "-q", "-f", pom, "dependency:copy-dependencies", "-DoutputDirectory="+libs)
+			if err != nil {
+				msg := "mvn dependency:copy-dependencies failed"
+				if mavenNetworkTrouble.MatchString(out) {
+					msg = "Maven could not download kafka-tools 4.4.0: Maven Central is unreachable and the cache is empty; this test cannot pass without them"
+				}
+				k.err = fmt.Sprintf("%s (%v):\n%s", msg, err, tail(out))
+				return
+			}
+			if err := os.WriteFile(marker, []byte("4.4.0\n"), 0o644); err != nil {
+				k.err = err.Error()
+				return
+			}
+		}
+		k.java, k.cp = java, filepath.Join(libs, "*")
+	})
+	if k.skip != "" {
+		t.Skip(k.skip)
+	}
+	if k.err != "" {
+		t.Fatal(k.err)
+	}
+	return k.java, k.cp
+}
+
+// metadataQuorum runs kafka-metadata-quorum (MetadataQuorumCommand) with args.
+func metadataQuorum(t *testing.T, args ...string) string {
+	t.Helper()
+	java, cp := kafkaToolsClasspath(t)
+	out, err := runBounded(2*time.Minute, ".", java, append([]string{"-Xmx256m", "-cp", cp,
+		"org.apache.kafka.tools.MetadataQuorumCommand"}, args...)...)
+	if err != nil {
+		t.Fatalf("kafka-metadata-quorum %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// threeVoters opens a three-voter metadata quorum of exactq nodes over TCP (the node
+// stack alone: raft log, quorum loop, controller listener) and waits for a leader.
+func threeVoters(t *testing.T) (nodes []*node.Node, voters map[int32]string) {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	quietRaft := &raft.DefaultLogger{Logger: stdlog.New(io.Discard, "", 0)}
+	voters = map[int32]string{}
+	lns := make([]net.Listener, 3)
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], voters[int32(i)] = ln, ln.Addr().String()
+	}
+	for i, ln := range lns {
+		n, err := node.Open(context.Background(), node.Config{NodeID: int32(i), DataDir: t.TempDir(), TickInterval: 20 * time.Millisecond,
+			Logger: quiet, RaftLogger: quietRaft,
+			Cluster: &node.Cluster{Voters: voters, Listener: ln, DirectoryID: [16]byte{0xd1, byte(i + 1)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+	}
+	err := await.Until(30*time.Second, 10*time.Millisecond, func() error {
+		for _, n := range nodes {
+			if _, ok := n.Serving(); ok {
+				return nil
+			}
+		}
+		return fmt.Errorf("no leader yet")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, voters
+}
+
+// Apache Kafka's kafka-metadata-quorum describes a three-node exactq quorum through one
+// controller listener (--bootstrap-controller, as against KRaft controllers): --status
+// names the leader, its epoch, the high watermark and the three voters with their
+// endpoints; --replication lists each voter with its log end offset and lag, the leader
+// first.
+func TestKafkaMetadataQuorumTool(t *testing.T) {
+	nodes, voters := threeVoters(t)
+	lead := int32(-1)
+	for i, n := range nodes {
+		if _, ok := n.Serving(); ok {
+			lead = int32(i)
+		}
+	}
+	term, _ := nodes[lead].Serving()
+	// A follower's listener: the tool finds the leader by itself.
+	bootstrap := voters[(lead+1)%3]
+
+	status := metadataQuorum(t, "--bootstrap-controller", bootstrap, "describe", "--status")
+	for _, want := range []string{
+		fmt.Sprintf(`(?m)^LeaderId:\s+%d$`, lead),
+		fmt.Sprintf(`(?m)^LeaderEpoch:\s+%d$`, term),
+		`(?m)^HighWatermark:\s+[1-9][0-9]*$`,
+		`(?m)^CurrentObservers:\s+\[\]$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(status) {
+			t.Fatalf("describe --status lacks %s:\n%s", want, status)
+		}
+	}
+	for id, addr := range voters {
+		if !strings.Contains(status, fmt.Sprintf(`"id": %d,`, id)) || !strings.Contains(status, addr) {
+			t.Fatalf("describe --status lacks voter %d at %s:\n%s", id, addr, status)
+		}
+	}
+
+	// Followers acknowledge the commit with the next heartbeats; lag 0 for all three.
+	var rep string
+	err := await.Until(30*time.Second, 200*time.Millisecond, func() error {
+		rep = metadataQuorum(t, "--bootstrap-controller", bootstrap, "describe", "--replication")
+		rows := regexp.MustCompile(`(?m)^(\d+)\s+\S+\s+(\d+)\s+(\d+)\s+.*\s(Leader|Follower)\s*$`).FindAllStringSubmatch(rep, -1)
+		if len(rows) != 3 {
+			return fmt.Errorf("%d rows", len(rows))
+		}
+		if rows[0][1] != fmt.Sprint(lead) || rows[0][4] != "Leader" {
+			return fmt.Errorf("first row %q, want leader %d", rows[0][0], lead)
+		}
+		for _, r := range rows {
+			if r[3] != "0" {
+				return fmt.Errorf("row %q lags", r[0])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("describe --replication: %v\n%s", err, rep)
+	}
+	t.Logf("describe --status:\n%s\ndescribe --replication:\n%s", status, rep)
+}
