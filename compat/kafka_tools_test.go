@@ -1,12 +1,7 @@
 package compat
 
 import (
-	"context"
 	"fmt"
-	"io"
-	stdlog "log"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/raft/v3"
-
 	"github.com/exactq/exactq/internal/await"
-	"github.com/exactq/exactq/internal/cluster/node"
+	"github.com/exactq/exactq/internal/cluster/node/nodetest"
 )
 
 // kafkaTools is Apache Kafka 4.4's tools jar and its dependencies, resolved with Maven
@@ -93,59 +86,15 @@ func metadataQuorum(t *testing.T, args ...string) string {
 	return out
 }
 
-// threeVoters opens a three-voter metadata quorum of exactq nodes over TCP (the node
-// stack alone: raft log, quorum loop, controller listener) and waits for a leader.
-func threeVoters(t *testing.T) (nodes []*node.Node, voters map[int32]string) {
-	t.Helper()
-	quiet := slog.New(slog.DiscardHandler)
-	quietRaft := &raft.DefaultLogger{Logger: stdlog.New(io.Discard, "", 0)}
-	voters = map[int32]string{}
-	lns := make([]net.Listener, 3)
-	for i := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], voters[int32(i)] = ln, ln.Addr().String()
-	}
-	for i, ln := range lns {
-		n, err := node.Open(context.Background(), node.Config{NodeID: int32(i), DataDir: t.TempDir(), TickInterval: 20 * time.Millisecond,
-			Logger: quiet, RaftLogger: quietRaft,
-			Cluster: &node.Cluster{Voters: voters, Listener: ln, DirectoryID: [16]byte{0xd1, byte(i + 1)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		nodes = append(nodes, n)
-	}
-	err := await.Until(30*time.Second, 10*time.Millisecond, func() error {
-		for _, n := range nodes {
-			if _, ok := n.Serving(); ok {
-				return nil
-			}
-		}
-		return fmt.Errorf("no leader yet")
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nodes, voters
-}
-
 // Apache Kafka's kafka-metadata-quorum describes a three-node exactq quorum through one
 // controller listener (--bootstrap-controller, as against KRaft controllers): --status
 // names the leader, its epoch, the high watermark and the three voters with their
 // endpoints; --replication lists each voter with its log end offset and lag, the leader
 // first.
 func TestKafkaMetadataQuorumTool(t *testing.T) {
-	nodes, voters := threeVoters(t)
-	lead := int32(-1)
-	for i, n := range nodes {
-		if _, ok := n.Serving(); ok {
-			lead = int32(i)
-		}
-	}
-	term, _ := nodes[lead].Serving()
+	q := nodetest.Start(t, 3)
+	voters := q.Voters
+	lead, term := q.Leader()
 	// A follower's listener: the tool finds the leader by itself.
 	bootstrap := voters[(lead+1)%3]
 

@@ -29,13 +29,16 @@ Usage:
                               start offsets, lag and in-flight records
   exactq txn list|describe ...
                               list and describe transactional ids
+  exactq cluster status|add-voter|remove-voter ...
+                              describe the metadata quorum, add and remove voters
   exactq produce TOPIC        produce stdin lines as records
   exactq consume TOPIC        print records to stdout
   exactq version              print the version
   exactq completion bash|zsh|fish|powershell
                               print a shell completion script
 
-Client commands take -b/--brokers host:port[,...] (default 127.0.0.1:9092).
+Client commands take -b/--brokers host:port[,...] (default 127.0.0.1:9092); cluster
+takes --bootstrap-controller HOST:PORT (a controller listener).
 Run "exactq <command> --help" (or -h) for a command's flags.
 `
 
@@ -56,6 +59,7 @@ var clientCommands = []clientCommand{
 	{"group", "list, describe and delete consumer groups", runGroup, groupCommands},
 	{"share", "consume from share groups, describe, list and reset them", runShare, shareCommands},
 	{"txn", "list and describe transactional ids", runTxn, txnCommands},
+	{"cluster", "describe the metadata quorum, add and remove voters", runCluster, clusterCommands},
 	{"produce", "produce stdin lines as records", runProduce, nil},
 	{"consume", "print records to stdout", runConsume, nil},
 	{"version", "print the version", runVersion, nil},

@@ -116,7 +116,8 @@ func TestCompletion(t *testing.T) {
 			}
 		}
 	}
-	// Every client subcommand completes -b/--brokers, read from its usage text.
+	// Every client subcommand completes -b/--brokers, read from its usage text; cluster's
+	// complete --bootstrap-controller (they talk to controller listeners).
 	for _, path := range commandPaths(t) {
 		words := strings.Fields(path)
 		if len(words) == 0 || words[0] == "serve" || words[0] == "completion" || words[0] == "help" ||
@@ -124,7 +125,11 @@ func TestCompletion(t *testing.T) {
 			continue
 		}
 		_, out, _ := execArgs(t, append(append([]string{cobra.ShellCompRequestCmd}, words...), "--b")...)
-		if !strings.HasPrefix(out, "--brokers\n") {
+		want := "--brokers\n"
+		if words[0] == "cluster" {
+			want = "--bootstrap-controller\n"
+		}
+		if !strings.HasPrefix(out, want) {
 			t.Errorf("completing exactq %s --b: %q", path, out)
 		}
 	}
