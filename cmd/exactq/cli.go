@@ -43,11 +43,18 @@ type cmdFlags struct {
 }
 
 func newCmdFlags(name, usage string, stdout io.Writer) *cmdFlags {
+	f := newFlagsWithoutBrokers(name, usage, stdout)
+	f.StringVarP(&f.brokers, "brokers", "b", defaultBrokers, "")
+	return f
+}
+
+// newFlagsWithoutBrokers is a command's flag set without -b/--brokers, for the commands
+// that talk to controller listeners instead (cluster).
+func newFlagsWithoutBrokers(name, usage string, stdout io.Writer) *cmdFlags {
 	f := &cmdFlags{FlagSet: pflag.NewFlagSet(name, pflag.ContinueOnError), usage: usage, stdout: stdout}
 	// Parse errors become usageErrors printed once by main; -h prints usage to stdout.
 	f.SetOutput(io.Discard)
 	f.Usage = func() {}
-	f.StringVarP(&f.brokers, "brokers", "b", defaultBrokers, "")
 	return f
 }
 

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,24 +36,19 @@ func runCluster(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 // controllerFlags are a cluster subcommand's flags: --bootstrap-controller rather than
 // -b, since the quorum requests are served on controller listeners.
 type controllerFlags struct {
-	*pflag.FlagSet
-	usage     string
-	stdout    io.Writer
+	*cmdFlags
 	bootstrap string
 }
 
 func newControllerFlags(name, usage string, stdout io.Writer) *controllerFlags {
-	f := &controllerFlags{FlagSet: pflag.NewFlagSet(name, pflag.ContinueOnError), usage: usage, stdout: stdout}
-	f.SetOutput(io.Discard)
-	f.Usage = func() {}
+	f := &controllerFlags{cmdFlags: newFlagsWithoutBrokers(name, usage, stdout)}
 	f.StringVar(&f.bootstrap, "bootstrap-controller", "", "")
 	return f
 }
 
 // parse parses args (no positional arguments) and checks --bootstrap-controller.
 func (f *controllerFlags) parse(args []string) error {
-	cf := &cmdFlags{FlagSet: f.FlagSet, usage: f.usage, stdout: f.stdout}
-	if _, err := cf.parse(args, 0, 0); err != nil {
+	if _, err := f.cmdFlags.parse(args, 0, 0); err != nil {
 		return err
 	}
 	if f.bootstrap == "" {

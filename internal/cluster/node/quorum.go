@@ -251,6 +251,15 @@ func quorumError(err error) *kerr.Error {
 	return kerr.UnknownServerError
 }
 
+// errorOf is a response's error code and message: msg, or the code's description as
+// Kafka's RaftUtil gives when there is none.
+func errorOf(e *kerr.Error, msg string) (int16, *string) {
+	if msg == "" {
+		msg = e.Description
+	}
+	return e.Code, &msg
+}
+
 // changeStart checks what AddRaftVoter and RemoveRaftVoter have in common, as Kafka's
 // raft leader does: the cluster id, this node leading with its term's first entry
 // applied, no other change in progress (changeMu, which the caller must unlock when ok).
@@ -304,10 +313,7 @@ func learnerOf(st quorum.Status, id uint64) (quorum.Replica, bool) {
 func (n *Node) AddVoter(ctx context.Context, req *kmsg.AddRaftVoterRequest) *kmsg.AddRaftVoterResponse {
 	resp := req.ResponseKind().(*kmsg.AddRaftVoterResponse)
 	fail := func(e *kerr.Error, msg string) *kmsg.AddRaftVoterResponse {
-		if msg == "" {
-			msg = e.Description
-		}
-		resp.ErrorCode, resp.ErrorMessage = e.Code, &msg
+		resp.ErrorCode, resp.ErrorMessage = errorOf(e, msg)
 		return resp
 	}
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
@@ -399,10 +405,7 @@ func (n *Node) awaitCaughtUp(ctx context.Context, loop *quorum.Loop, id uint64) 
 func (n *Node) RemoveVoter(ctx context.Context, req *kmsg.RemoveRaftVoterRequest) *kmsg.RemoveRaftVoterResponse {
 	resp := req.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
 	fail := func(e *kerr.Error, msg string) *kmsg.RemoveRaftVoterResponse {
-		if msg == "" {
-			msg = e.Description
-		}
-		resp.ErrorCode, resp.ErrorMessage = e.Code, &msg
+		resp.ErrorCode, resp.ErrorMessage = errorOf(e, msg)
 		return resp
 	}
 	// Kafka waits controller.quorum.request.timeout.ms; a removal commits in a round trip.
