@@ -29,10 +29,12 @@ type checker struct {
 	blocks  [][2]int64 // producer-id blocks answered, [start, end)
 	// epochs: per broker id, the last incarnation answered and the highest epoch
 	// answered to any of its incarnations.
-	lastInc   map[int32][16]byte
-	maxEpoch  map[int32]int64
-	noLeader  bool // the liveness violation was reported for this healthy period
-	lastCheck time.Duration
+	lastInc  map[int32][16]byte
+	maxEpoch map[int32]int64
+	noLeader bool // the liveness violation was reported for this healthy period
+	// lastServing is when a controller last served.
+	lastServing time.Duration
+	lastCheck   time.Duration
 }
 
 // nodeObs is what the checks saw of one node's life.
@@ -155,13 +157,19 @@ func (c *checker) afterStep(w *world) {
 			c.observe(w, n, a)
 		}
 	}
-	// Liveness: a healed cluster elects a controller within the bound.
-	switch {
+	// Liveness: a healed cluster elects a controller within the bound, of healing or of
+	// losing its controller while healthy (a leader removing itself from the voters
+	// steps down: the voter change is no fault).
+	if anyServing {
+		c.lastServing = w.now
+	}
+	switch since := max(w.healthySince, c.lastServing); {
 	case w.healthySince < 0 || anyServing:
 		c.noLeader = false
-	case !c.noLeader && w.now-w.healthySince > electBound:
+	case !c.noLeader && w.now-since > electBound:
 		c.noLeader = true
-		w.failf("no controller %v after the cluster healed (at %.3fs)", electBound, w.healthySince.Seconds())
+		w.failf("no controller %v after the cluster healed (at %.3fs) or last had one (at %.3fs)", electBound,
+			w.healthySince.Seconds(), c.lastServing.Seconds())
 	}
 }
 

@@ -52,6 +52,8 @@ func (w *world) fault() {
 		n.pausedUntil = w.now + d
 		w.tracef("n%d pauses for %v", n.id, d)
 		w.schedule(&event{at: n.pausedUntil, kind: evResume, node: n.index, gen: n.gen})
+	case r < 94:
+		w.startReconfig()
 	default:
 		w.f.dropPct, w.f.dupPct = w.rng.IntN(15), w.rng.IntN(5)
 		w.tracef("network: drop %d%%, dup %d%%", w.f.dropPct, w.f.dupPct)

@@ -201,6 +201,9 @@ func (w *world) unsettled() string {
 	if lead == nil {
 		return "no controller"
 	}
+	if rc := w.rc; rc != nil {
+		return fmt.Sprintf("the voter change of n%d is at %s", rc.target.id, rc.phase)
+	}
 	commit := lead.loop.RaftStatus().GetCommit()
 	for _, n := range w.nodes {
 		if got := n.loop.Current().Index; got != commit {

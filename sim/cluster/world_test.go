@@ -146,6 +146,7 @@ type world struct {
 	// reportDelivery: the transport reports lost raft messages and delivered snapshots
 	// to their sender, as quorum.Loop's ReportUnreachable and ReportSnapshot ask.
 	reportDelivery bool
+	rc             *reconfig // the voter change under way, nil when none
 }
 
 func newWorld(seed uint64, voters int, chaos time.Duration, tempDir func() string) *world {
@@ -494,6 +495,7 @@ func (n *simNode) tick() {
 	}
 	n.poll()
 	n.ctrl.tick()
+	n.w.driveReconfig(n)
 	n.afterInput()
 }
 
