@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -137,4 +138,51 @@ func TestKafkaMetadataQuorumTool(t *testing.T) {
 		t.Fatalf("describe --replication: %v\n%s", err, rep)
 	}
 	t.Logf("describe --status:\n%s\ndescribe --replication:\n%s", status, rep)
+}
+
+// kafka-metadata-quorum add-controller, given a joining exactq node's configuration (node
+// id, controller listener, a metadata directory whose meta.properties has its directory
+// id, as Kafka's tool reads them), makes it a voter through a follower's listener;
+// remove-controller takes it out again.
+func TestKafkaMetadataQuorumAddRemoveController(t *testing.T) {
+	q := nodetest.Start(t, 3)
+	lead, _ := q.Leader()
+	bootstrap := q.Addrs[(lead+1)%3]
+	joiner := q.Join()
+	dir := nodetest.DirectoryID(joiner)
+	dirText := base64.RawURLEncoding.EncodeToString(dir[:])
+
+	conf := t.TempDir()
+	metaDir := filepath.Join(conf, "metadata")
+	if err := os.Mkdir(metaDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := fmt.Sprintf("version=1\ncluster.id=exactq-test-cluster\nnode.id=%d\ndirectory.id=%s\n", joiner, dirText)
+	props := fmt.Sprintf("node.id=%d\nprocess.roles=broker,controller\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://%s\nmetadata.log.dir=%s\n",
+		joiner, q.Addrs[joiner], metaDir)
+	propsPath := filepath.Join(conf, "controller.properties")
+	if err := os.WriteFile(filepath.Join(metaDir, "meta.properties"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(propsPath, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out := metadataQuorum(t, "--bootstrap-controller", bootstrap, "--command-config", propsPath, "add-controller")
+	if want := fmt.Sprintf("Added controller %d with directory id %s", joiner, dirText); !strings.Contains(out, want) {
+		t.Fatalf("add-controller printed:\n%s\nwant %q", out, want)
+	}
+	status := metadataQuorum(t, "--bootstrap-controller", bootstrap, "describe", "--status")
+	if want := fmt.Sprintf(`{"id": %d, "directoryId": "%s", "endpoints": ["CONTROLLER://%s"]}`, joiner, dirText, q.Addrs[joiner]); !strings.Contains(status, want) {
+		t.Fatalf("describe --status after add-controller lacks %s:\n%s", want, status)
+	}
+
+	out = metadataQuorum(t, "--bootstrap-controller", bootstrap, "remove-controller", "--controller-id", fmt.Sprint(joiner), "--controller-directory-id", dirText)
+	if want := fmt.Sprintf("Removed KRaft controller %d with directory id %s", joiner, dirText); !strings.Contains(out, want) {
+		t.Fatalf("remove-controller printed:\n%s\nwant %q", out, want)
+	}
+	status = metadataQuorum(t, "--bootstrap-controller", bootstrap, "describe", "--status")
+	if strings.Contains(status, fmt.Sprintf(`"id": %d,`, joiner)) {
+		t.Fatalf("describe --status after remove-controller still has node %d:\n%s", joiner, status)
+	}
 }

@@ -408,12 +408,12 @@ func (l *Loop) stop(err error) {
 
 // begin is the loop's start: the bootstrap entries' Ready, then a lone voter campaigns
 // at once (zero-config serve is leader after one Ready rather than after an election
-// timeout).
+// timeout); learners do not vote, so one with learners too.
 func (l *Loop) begin() error {
 	if err := l.handleReady(); err != nil {
 		return err
 	}
-	if len(l.cs.GetVoters()) == 1 && l.cs.GetVoters()[0] == l.opts.ID && len(l.cs.GetLearners()) == 0 {
+	if len(l.cs.GetVoters()) == 1 && l.cs.GetVoters()[0] == l.opts.ID {
 		if err := l.rn.Campaign(); err != nil {
 			return err
 		}

@@ -223,7 +223,7 @@ func (l *Loop) noteHeard(m *pb.Message) {
 	from, now := m.GetFrom(), l.opts.Now()
 	l.heard[from] = now
 	switch m.GetType() {
-	case pb.MessageType_MsgAppResp, pb.MessageType_MsgHeartbeatResp, pb.MessageType_MsgSnapStatus:
+	case pb.MessageType_MsgAppResp, pb.MessageType_MsgHeartbeatResp:
 	default:
 		return
 	}

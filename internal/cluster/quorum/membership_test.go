@@ -8,6 +8,7 @@ import (
 
 	"github.com/exactq/exactq/internal/cluster/raftstore"
 	"github.com/exactq/exactq/internal/testclock"
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -219,5 +220,30 @@ func TestCheckpointKeepsMembers(t *testing.T) {
 	}
 	if _, _, err := l.decodeCheckpoint(data[:len(checkpointMagic)+1]); err == nil {
 		t.Fatal("a cut members header decoded")
+	}
+}
+
+// A lone voter with a learner still campaigns at start: learners do not vote, so it is
+// leader after its first Ready, without an election timeout.
+func TestLoneVoterWithLearnerCampaignsAtStart(t *testing.T) {
+	clock := testclock.New()
+	p := newPolled(t, 1, func(o *Options) { o.Now = clock.Now })
+	p.join(clock)
+	lead := p.elect()
+	if a := p.change(lead, AddLearner(Member{RaftID: 2, NodeID: 1})); a.Err != nil {
+		t.Fatalf("adding the learner: %+v", a)
+	}
+	again, err := New(lead.opts) // a restart over the same store
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	if st := again.DescribeNow(); !slices.Equal(ids(st.Learners), []uint64{2}) {
+		t.Fatalf("the restarted loop's learners %v", ids(st.Learners))
+	}
+	if st := again.RaftStatus(); st.RaftState != raft.StateLeader {
+		t.Fatalf("a lone voter with a learner after its first Poll: %v, want leader", st.RaftState)
 	}
 }
