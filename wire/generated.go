@@ -10,6 +10,1174 @@ import (
 	"github.com/twmb/franz-go/pkg/kbin"
 )
 
+// ConsumerGroupMetadataKey (type 3) keys a group's epoch record.
+type ConsumerGroupMetadataKey struct {
+	// Version is the record type, 3.
+	Version int16
+
+	// Group is the group id.
+	Group string
+}
+
+func (v *ConsumerGroupMetadataKey) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = kbin.AppendString(dst, v.Group)
+	}
+	return dst
+}
+func (v *ConsumerGroupMetadataKey) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupMetadataKey) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupMetadataKey) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	s := v
+	{
+		readString(&b, &s.Group, false, unsafe)
+	}
+	return b.Complete()
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupMetadataKey.
+func (v *ConsumerGroupMetadataKey) Default() {
+}
+
+// NewConsumerGroupMetadataKey returns a default ConsumerGroupMetadataKey
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupMetadataKey() ConsumerGroupMetadataKey {
+	var v ConsumerGroupMetadataKey
+	v.Default()
+	return v
+}
+
+// ConsumerGroupMetadataValue is a consumer group's epoch.
+type ConsumerGroupMetadataValue struct {
+	// Version is the value's version, 0.
+	Version int16
+
+	// Epoch is the group epoch.
+	Epoch int32
+
+	// MetadataHash is the hash of the subscribed topics' metadata (KIP-1101, 4.1+):
+	// when it changes the group rebalances.
+	MetadataHash int64 // tag 0
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *ConsumerGroupMetadataValue) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendInt32(dst, v.Epoch)
+	}
+	if isFlexible {
+		var toEncode []uint32
+		if v.MetadataHash != 0 {
+			toEncode = append(toEncode, 0)
+		}
+		dst = kbin.AppendUvarint(dst, uint32(len(toEncode)+v.UnknownTags.Len()))
+		for _, tag := range toEncode {
+			switch tag {
+			case 0:
+				{
+					v := v.MetadataHash
+					dst = kbin.AppendUvarint(dst, 0)
+					dst = kbin.AppendUvarint(dst, 8)
+					dst = appendInt64(dst, v)
+				}
+			}
+		}
+		dst = v.UnknownTags.AppendEach(dst)
+	}
+	return dst
+}
+func (v *ConsumerGroupMetadataValue) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupMetadataValue) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupMetadataValue) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.Epoch = readInt32(&b)
+	}
+	if isFlexible {
+		for i := b.Uvarint(); i > 0 && b.Ok(); i-- {
+			switch key := b.Uvarint(); key {
+			default:
+				s.UnknownTags.Set(key, b.Span(int(b.Uvarint())))
+			case 0:
+				b := kbin.Reader{Src: b.Span(int(b.Uvarint()))}
+				s.MetadataHash = readInt64(&b)
+				if err := b.Complete(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return b.Complete()
+}
+func (v *ConsumerGroupMetadataValue) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupMetadataValue.
+func (v *ConsumerGroupMetadataValue) Default() {
+}
+
+// NewConsumerGroupMetadataValue returns a default ConsumerGroupMetadataValue
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupMetadataValue() ConsumerGroupMetadataValue {
+	var v ConsumerGroupMetadataValue
+	v.Default()
+	return v
+}
+
+// ConsumerGroupMemberMetadataKey (type 5) keys a member's subscription record.
+type ConsumerGroupMemberMetadataKey struct {
+	// Version is the record type, 5.
+	Version int16
+
+	// Group is the group id.
+	Group string
+
+	// MemberID is the member id.
+	MemberID string
+}
+
+func (v *ConsumerGroupMemberMetadataKey) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = kbin.AppendString(dst, v.Group)
+	}
+	{
+		dst = kbin.AppendString(dst, v.MemberID)
+	}
+	return dst
+}
+func (v *ConsumerGroupMemberMetadataKey) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupMemberMetadataKey) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupMemberMetadataKey) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	s := v
+	{
+		readString(&b, &s.Group, false, unsafe)
+	}
+	{
+		readString(&b, &s.MemberID, false, unsafe)
+	}
+	return b.Complete()
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupMemberMetadataKey.
+func (v *ConsumerGroupMemberMetadataKey) Default() {
+}
+
+// NewConsumerGroupMemberMetadataKey returns a default ConsumerGroupMemberMetadataKey
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupMemberMetadataKey() ConsumerGroupMemberMetadataKey {
+	var v ConsumerGroupMemberMetadataKey
+	v.Default()
+	return v
+}
+
+// ConsumerGroupMemberMetadataValue is a member's subscription and client.
+type ConsumerGroupMemberMetadataValue struct {
+	// Version is the value's version, 0.
+	Version int16
+
+	// InstanceID is the static member's group.instance.id, or null.
+	InstanceID *string
+
+	// RackID is the member's rack, or null.
+	RackID *string
+
+	// ClientID is the client id.
+	ClientID string
+
+	// ClientHost is the client host.
+	ClientHost string
+
+	// SubscribedTopicNames are the subscribed topic names.
+	SubscribedTopicNames []string
+
+	// SubscribedTopicRegex is the subscribed topic regular expression, or null.
+	SubscribedTopicRegex *string
+
+	// RebalanceTimeoutMillis is the member's rebalance timeout.
+	//
+	// This field has a default of -1.
+	RebalanceTimeoutMillis int32
+
+	// ServerAssignor is the server assignor the member asked for, or null.
+	ServerAssignor *string
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *ConsumerGroupMemberMetadataValue) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendNullableString(dst, v.InstanceID, isFlexible)
+	}
+	{
+		dst = appendNullableString(dst, v.RackID, isFlexible)
+	}
+	{
+		dst = appendString(dst, v.ClientID, isFlexible)
+	}
+	{
+		dst = appendString(dst, v.ClientHost, isFlexible)
+	}
+	{
+		v := v.SubscribedTopicNames
+		dst = appendArrayLen(dst, len(v), isFlexible)
+		for i := range v {
+			dst = appendString(dst, v[i], isFlexible)
+		}
+	}
+	{
+		dst = appendNullableString(dst, v.SubscribedTopicRegex, isFlexible)
+	}
+	{
+		dst = appendInt32(dst, v.RebalanceTimeoutMillis)
+	}
+	{
+		dst = appendNullableString(dst, v.ServerAssignor, isFlexible)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *ConsumerGroupMemberMetadataValue) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupMemberMetadataValue) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupMemberMetadataValue) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		readNullableString(&b, &s.InstanceID, isFlexible, unsafe)
+	}
+	{
+		readNullableString(&b, &s.RackID, isFlexible, unsafe)
+	}
+	{
+		readString(&b, &s.ClientID, isFlexible, unsafe)
+	}
+	{
+		readString(&b, &s.ClientHost, isFlexible, unsafe)
+	}
+	{
+		v := s.SubscribedTopicNames
+		a := v
+		var l int32
+		l = readArrayLen(&b, isFlexible)
+		if !b.Ok() {
+			return kbin.ErrNotEnoughData
+		}
+		a = a[:0]
+		if l > 0 {
+			a = append(a, make([]string, l)...)
+		}
+		for i := range a {
+			readString(&b, &a[i], isFlexible, unsafe)
+		}
+		v = a
+		s.SubscribedTopicNames = v
+	}
+	{
+		readNullableString(&b, &s.SubscribedTopicRegex, isFlexible, unsafe)
+	}
+	{
+		s.RebalanceTimeoutMillis = readInt32(&b)
+	}
+	{
+		readNullableString(&b, &s.ServerAssignor, isFlexible, unsafe)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+func (v *ConsumerGroupMemberMetadataValue) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupMemberMetadataValue.
+func (v *ConsumerGroupMemberMetadataValue) Default() {
+	v.RebalanceTimeoutMillis = -1
+}
+
+// NewConsumerGroupMemberMetadataValue returns a default ConsumerGroupMemberMetadataValue
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupMemberMetadataValue() ConsumerGroupMemberMetadataValue {
+	var v ConsumerGroupMemberMetadataValue
+	v.Default()
+	return v
+}
+
+// ConsumerGroupTargetAssignmentMetadataKey (type 6) keys a group's target epoch.
+type ConsumerGroupTargetAssignmentMetadataKey struct {
+	// Version is the record type, 6.
+	Version int16
+
+	// Group is the group id.
+	Group string
+}
+
+func (v *ConsumerGroupTargetAssignmentMetadataKey) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = kbin.AppendString(dst, v.Group)
+	}
+	return dst
+}
+func (v *ConsumerGroupTargetAssignmentMetadataKey) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupTargetAssignmentMetadataKey) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupTargetAssignmentMetadataKey) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	s := v
+	{
+		readString(&b, &s.Group, false, unsafe)
+	}
+	return b.Complete()
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupTargetAssignmentMetadataKey.
+func (v *ConsumerGroupTargetAssignmentMetadataKey) Default() {
+}
+
+// NewConsumerGroupTargetAssignmentMetadataKey returns a default ConsumerGroupTargetAssignmentMetadataKey
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupTargetAssignmentMetadataKey() ConsumerGroupTargetAssignmentMetadataKey {
+	var v ConsumerGroupTargetAssignmentMetadataKey
+	v.Default()
+	return v
+}
+
+// ConsumerGroupTargetAssignmentMetadataValue is the epoch of a group's target assignment.
+type ConsumerGroupTargetAssignmentMetadataValue struct {
+	// Version is the value's version, 0.
+	Version int16
+
+	// AssignmentEpoch is the target assignment's epoch.
+	AssignmentEpoch int32
+
+	// AssignmentTimestamp is when the assignment was computed (KIP-1263, 4.3+).
+	AssignmentTimestamp int64 // tag 0
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *ConsumerGroupTargetAssignmentMetadataValue) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendInt32(dst, v.AssignmentEpoch)
+	}
+	if isFlexible {
+		var toEncode []uint32
+		if v.AssignmentTimestamp != 0 {
+			toEncode = append(toEncode, 0)
+		}
+		dst = kbin.AppendUvarint(dst, uint32(len(toEncode)+v.UnknownTags.Len()))
+		for _, tag := range toEncode {
+			switch tag {
+			case 0:
+				{
+					v := v.AssignmentTimestamp
+					dst = kbin.AppendUvarint(dst, 0)
+					dst = kbin.AppendUvarint(dst, 8)
+					dst = appendInt64(dst, v)
+				}
+			}
+		}
+		dst = v.UnknownTags.AppendEach(dst)
+	}
+	return dst
+}
+func (v *ConsumerGroupTargetAssignmentMetadataValue) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupTargetAssignmentMetadataValue) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupTargetAssignmentMetadataValue) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.AssignmentEpoch = readInt32(&b)
+	}
+	if isFlexible {
+		for i := b.Uvarint(); i > 0 && b.Ok(); i-- {
+			switch key := b.Uvarint(); key {
+			default:
+				s.UnknownTags.Set(key, b.Span(int(b.Uvarint())))
+			case 0:
+				b := kbin.Reader{Src: b.Span(int(b.Uvarint()))}
+				s.AssignmentTimestamp = readInt64(&b)
+				if err := b.Complete(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return b.Complete()
+}
+func (v *ConsumerGroupTargetAssignmentMetadataValue) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupTargetAssignmentMetadataValue.
+func (v *ConsumerGroupTargetAssignmentMetadataValue) Default() {
+}
+
+// NewConsumerGroupTargetAssignmentMetadataValue returns a default ConsumerGroupTargetAssignmentMetadataValue
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupTargetAssignmentMetadataValue() ConsumerGroupTargetAssignmentMetadataValue {
+	var v ConsumerGroupTargetAssignmentMetadataValue
+	v.Default()
+	return v
+}
+
+// ConsumerGroupTargetAssignmentMemberKey (type 7) keys a member's target assignment.
+type ConsumerGroupTargetAssignmentMemberKey struct {
+	// Version is the record type, 7.
+	Version int16
+
+	// Group is the group id.
+	Group string
+
+	// MemberID is the member id.
+	MemberID string
+}
+
+func (v *ConsumerGroupTargetAssignmentMemberKey) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = kbin.AppendString(dst, v.Group)
+	}
+	{
+		dst = kbin.AppendString(dst, v.MemberID)
+	}
+	return dst
+}
+func (v *ConsumerGroupTargetAssignmentMemberKey) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupTargetAssignmentMemberKey) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupTargetAssignmentMemberKey) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	s := v
+	{
+		readString(&b, &s.Group, false, unsafe)
+	}
+	{
+		readString(&b, &s.MemberID, false, unsafe)
+	}
+	return b.Complete()
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupTargetAssignmentMemberKey.
+func (v *ConsumerGroupTargetAssignmentMemberKey) Default() {
+}
+
+// NewConsumerGroupTargetAssignmentMemberKey returns a default ConsumerGroupTargetAssignmentMemberKey
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupTargetAssignmentMemberKey() ConsumerGroupTargetAssignmentMemberKey {
+	var v ConsumerGroupTargetAssignmentMemberKey
+	v.Default()
+	return v
+}
+
+type ConsumerGroupTargetAssignmentMemberValueTopic struct {
+	// TopicID is the topic id.
+	TopicID [16]byte
+
+	// Partitions are the partition indexes.
+	Partitions []int32
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupTargetAssignmentMemberValueTopic.
+func (v *ConsumerGroupTargetAssignmentMemberValueTopic) Default() {
+}
+
+// NewConsumerGroupTargetAssignmentMemberValueTopic returns a default ConsumerGroupTargetAssignmentMemberValueTopic
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupTargetAssignmentMemberValueTopic() ConsumerGroupTargetAssignmentMemberValueTopic {
+	var v ConsumerGroupTargetAssignmentMemberValueTopic
+	v.Default()
+	return v
+}
+
+// ConsumerGroupTargetAssignmentMemberValue is a member's target assignment.
+type ConsumerGroupTargetAssignmentMemberValue struct {
+	// Version is the value's version, 0.
+	Version int16
+
+	// Topics are the assigned partitions by topic.
+	Topics []ConsumerGroupTargetAssignmentMemberValueTopic
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *ConsumerGroupTargetAssignmentMemberValue) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		v := v.Topics
+		dst = appendArrayLen(dst, len(v), isFlexible)
+		for i := range v {
+			v := &v[i]
+			{
+				dst = appendUuid(dst, v.TopicID)
+			}
+			{
+				v := v.Partitions
+				dst = appendArrayLen(dst, len(v), isFlexible)
+				for i := range v {
+					dst = appendInt32(dst, v[i])
+				}
+			}
+			if isFlexible {
+				dst = v.UnknownTags.appendWithCount(dst)
+			}
+		}
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *ConsumerGroupTargetAssignmentMemberValue) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupTargetAssignmentMemberValue) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupTargetAssignmentMemberValue) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		v := s.Topics
+		a := v
+		var l int32
+		l = readArrayLen(&b, isFlexible)
+		if !b.Ok() || int64(l)*18 > int64(len(b.Src)) {
+			return kbin.ErrNotEnoughData
+		}
+		a = a[:0]
+		if l > 0 {
+			a = append(a, make([]ConsumerGroupTargetAssignmentMemberValueTopic, l)...)
+		}
+		for i := range a {
+			v := &a[i]
+			v.Default()
+			s := v
+			{
+				s.TopicID = readUuid(&b)
+			}
+			{
+				v := s.Partitions
+				a := v
+				var l int32
+				l = readArrayLen(&b, isFlexible)
+				if !b.Ok() || int64(l)*4 > int64(len(b.Src)) {
+					return kbin.ErrNotEnoughData
+				}
+				a = a[:0]
+				if l > 0 {
+					a = append(a, make([]int32, l)...)
+				}
+				for i := range a {
+					a[i] = readInt32(&b)
+				}
+				v = a
+				s.Partitions = v
+			}
+			if isFlexible {
+				internalReadTags(&b, &s.UnknownTags)
+			}
+		}
+		v = a
+		s.Topics = v
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+func (v *ConsumerGroupTargetAssignmentMemberValue) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupTargetAssignmentMemberValue.
+func (v *ConsumerGroupTargetAssignmentMemberValue) Default() {
+}
+
+// NewConsumerGroupTargetAssignmentMemberValue returns a default ConsumerGroupTargetAssignmentMemberValue
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupTargetAssignmentMemberValue() ConsumerGroupTargetAssignmentMemberValue {
+	var v ConsumerGroupTargetAssignmentMemberValue
+	v.Default()
+	return v
+}
+
+// ConsumerGroupCurrentMemberAssignmentKey (type 8) keys a member's current assignment.
+type ConsumerGroupCurrentMemberAssignmentKey struct {
+	// Version is the record type, 8.
+	Version int16
+
+	// Group is the group id.
+	Group string
+
+	// MemberID is the member id.
+	MemberID string
+}
+
+func (v *ConsumerGroupCurrentMemberAssignmentKey) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = kbin.AppendString(dst, v.Group)
+	}
+	{
+		dst = kbin.AppendString(dst, v.MemberID)
+	}
+	return dst
+}
+func (v *ConsumerGroupCurrentMemberAssignmentKey) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupCurrentMemberAssignmentKey) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupCurrentMemberAssignmentKey) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	s := v
+	{
+		readString(&b, &s.Group, false, unsafe)
+	}
+	{
+		readString(&b, &s.MemberID, false, unsafe)
+	}
+	return b.Complete()
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupCurrentMemberAssignmentKey.
+func (v *ConsumerGroupCurrentMemberAssignmentKey) Default() {
+}
+
+// NewConsumerGroupCurrentMemberAssignmentKey returns a default ConsumerGroupCurrentMemberAssignmentKey
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupCurrentMemberAssignmentKey() ConsumerGroupCurrentMemberAssignmentKey {
+	var v ConsumerGroupCurrentMemberAssignmentKey
+	v.Default()
+	return v
+}
+
+type ConsumerGroupCurrentMemberAssignmentValueAssignedPartition struct {
+	// TopicID is the topic id.
+	TopicID [16]byte
+
+	// Partitions are the partition indexes.
+	Partitions []int32
+
+	// AssignmentEpochs are the epochs at which the partitions were assigned, one per
+	// partition (4.4+), or null.
+	AssignmentEpochs []int32 // tag 0
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupCurrentMemberAssignmentValueAssignedPartition.
+func (v *ConsumerGroupCurrentMemberAssignmentValueAssignedPartition) Default() {
+}
+
+// NewConsumerGroupCurrentMemberAssignmentValueAssignedPartition returns a default ConsumerGroupCurrentMemberAssignmentValueAssignedPartition
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupCurrentMemberAssignmentValueAssignedPartition() ConsumerGroupCurrentMemberAssignmentValueAssignedPartition {
+	var v ConsumerGroupCurrentMemberAssignmentValueAssignedPartition
+	v.Default()
+	return v
+}
+
+type ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation struct {
+	// TopicID is the topic id.
+	TopicID [16]byte
+
+	// Partitions are the partition indexes.
+	Partitions []int32
+
+	// Epochs is Kafka's AssignmentEpochs (tag 0): the epochs at which the
+	// partitions were assigned, one per partition (4.4+), or null. Named apart from
+	// AssignedPartitions' field because the generator labels tagged fields by name
+	// within one decoder.
+	Epochs []int32 // tag 0
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation.
+func (v *ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation) Default() {
+}
+
+// NewConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation returns a default ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation() ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation {
+	var v ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation
+	v.Default()
+	return v
+}
+
+// ConsumerGroupCurrentMemberAssignmentValue is a member's epochs, reconciliation state
+// and owned partitions.
+type ConsumerGroupCurrentMemberAssignmentValue struct {
+	// Version is the value's version, 0.
+	Version int16
+
+	// MemberEpoch is the epoch the member's heartbeats must carry.
+	MemberEpoch int32
+
+	// PreviousMemberEpoch is the epoch before the last bump (a member whose response
+	// was lost retries with it).
+	PreviousMemberEpoch int32
+
+	// State is the member state: 0 stable, 1 unrevoked partitions, 2 unreleased
+	// partitions.
+	State int8
+
+	// AssignedPartitions are the partitions the member owns.
+	AssignedPartitions []ConsumerGroupCurrentMemberAssignmentValueAssignedPartition
+
+	// PartitionsPendingRevocation are the partitions the member must revoke.
+	PartitionsPendingRevocation []ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *ConsumerGroupCurrentMemberAssignmentValue) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendInt32(dst, v.MemberEpoch)
+	}
+	{
+		dst = appendInt32(dst, v.PreviousMemberEpoch)
+	}
+	{
+		dst = appendInt8(dst, v.State)
+	}
+	{
+		v := v.AssignedPartitions
+		dst = appendArrayLen(dst, len(v), isFlexible)
+		for i := range v {
+			v := &v[i]
+			{
+				dst = appendUuid(dst, v.TopicID)
+			}
+			{
+				v := v.Partitions
+				dst = appendArrayLen(dst, len(v), isFlexible)
+				for i := range v {
+					dst = appendInt32(dst, v[i])
+				}
+			}
+			if isFlexible {
+				var toEncode []uint32
+				if version < 0 && len(v.AssignmentEpochs) > 0 || version >= 0 && v.AssignmentEpochs != nil {
+					toEncode = append(toEncode, 0)
+				}
+				dst = kbin.AppendUvarint(dst, uint32(len(toEncode)+v.UnknownTags.Len()))
+				for _, tag := range toEncode {
+					switch tag {
+					case 0:
+						{
+							v := v.AssignmentEpochs
+							dst = kbin.AppendUvarint(dst, 0)
+							sized := false
+							lenAt := len(dst)
+						fAssignmentEpochs:
+							dst = appendNullableArrayLen(dst, len(v), v == nil, isFlexible)
+							for i := range v {
+								dst = appendInt32(dst, v[i])
+							}
+							if !sized {
+								dst = kbin.AppendUvarint(dst[:lenAt], uint32(len(dst[lenAt:])))
+								sized = true
+								goto fAssignmentEpochs
+							}
+						}
+					}
+				}
+				dst = v.UnknownTags.AppendEach(dst)
+			}
+		}
+	}
+	{
+		v := v.PartitionsPendingRevocation
+		dst = appendArrayLen(dst, len(v), isFlexible)
+		for i := range v {
+			v := &v[i]
+			{
+				dst = appendUuid(dst, v.TopicID)
+			}
+			{
+				v := v.Partitions
+				dst = appendArrayLen(dst, len(v), isFlexible)
+				for i := range v {
+					dst = appendInt32(dst, v[i])
+				}
+			}
+			if isFlexible {
+				var toEncode []uint32
+				if version < 0 && len(v.Epochs) > 0 || version >= 0 && v.Epochs != nil {
+					toEncode = append(toEncode, 0)
+				}
+				dst = kbin.AppendUvarint(dst, uint32(len(toEncode)+v.UnknownTags.Len()))
+				for _, tag := range toEncode {
+					switch tag {
+					case 0:
+						{
+							v := v.Epochs
+							dst = kbin.AppendUvarint(dst, 0)
+							sized := false
+							lenAt := len(dst)
+						fEpochs:
+							dst = appendNullableArrayLen(dst, len(v), v == nil, isFlexible)
+							for i := range v {
+								dst = appendInt32(dst, v[i])
+							}
+							if !sized {
+								dst = kbin.AppendUvarint(dst[:lenAt], uint32(len(dst[lenAt:])))
+								sized = true
+								goto fEpochs
+							}
+						}
+					}
+				}
+				dst = v.UnknownTags.AppendEach(dst)
+			}
+		}
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *ConsumerGroupCurrentMemberAssignmentValue) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *ConsumerGroupCurrentMemberAssignmentValue) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *ConsumerGroupCurrentMemberAssignmentValue) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.MemberEpoch = readInt32(&b)
+	}
+	{
+		s.PreviousMemberEpoch = readInt32(&b)
+	}
+	{
+		s.State = readInt8(&b)
+	}
+	{
+		v := s.AssignedPartitions
+		a := v
+		var l int32
+		l = readArrayLen(&b, isFlexible)
+		if !b.Ok() || int64(l)*18 > int64(len(b.Src)) {
+			return kbin.ErrNotEnoughData
+		}
+		a = a[:0]
+		if l > 0 {
+			a = append(a, make([]ConsumerGroupCurrentMemberAssignmentValueAssignedPartition, l)...)
+		}
+		for i := range a {
+			v := &a[i]
+			v.Default()
+			s := v
+			{
+				s.TopicID = readUuid(&b)
+			}
+			{
+				v := s.Partitions
+				a := v
+				var l int32
+				l = readArrayLen(&b, isFlexible)
+				if !b.Ok() || int64(l)*4 > int64(len(b.Src)) {
+					return kbin.ErrNotEnoughData
+				}
+				a = a[:0]
+				if l > 0 {
+					a = append(a, make([]int32, l)...)
+				}
+				for i := range a {
+					a[i] = readInt32(&b)
+				}
+				v = a
+				s.Partitions = v
+			}
+			if isFlexible {
+				for i := b.Uvarint(); i > 0 && b.Ok(); i-- {
+					switch key := b.Uvarint(); key {
+					default:
+						s.UnknownTags.Set(key, b.Span(int(b.Uvarint())))
+					case 0:
+						b := kbin.Reader{Src: b.Span(int(b.Uvarint()))}
+						v := s.AssignmentEpochs
+						a := v
+						var l int32
+						l = readArrayLen(&b, isFlexible)
+						if version < 0 || l == 0 {
+							a = []int32{}
+						}
+						if !b.Ok() || int64(l)*4 > int64(len(b.Src)) {
+							return kbin.ErrNotEnoughData
+						}
+						a = a[:0]
+						if l > 0 {
+							a = append(a, make([]int32, l)...)
+						}
+						for i := range a {
+							a[i] = readInt32(&b)
+						}
+						v = a
+						s.AssignmentEpochs = v
+						if err := b.Complete(); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		v = a
+		s.AssignedPartitions = v
+	}
+	{
+		v := s.PartitionsPendingRevocation
+		a := v
+		var l int32
+		l = readArrayLen(&b, isFlexible)
+		if !b.Ok() || int64(l)*18 > int64(len(b.Src)) {
+			return kbin.ErrNotEnoughData
+		}
+		a = a[:0]
+		if l > 0 {
+			a = append(a, make([]ConsumerGroupCurrentMemberAssignmentValuePartitionsPendingRevocation, l)...)
+		}
+		for i := range a {
+			v := &a[i]
+			v.Default()
+			s := v
+			{
+				s.TopicID = readUuid(&b)
+			}
+			{
+				v := s.Partitions
+				a := v
+				var l int32
+				l = readArrayLen(&b, isFlexible)
+				if !b.Ok() || int64(l)*4 > int64(len(b.Src)) {
+					return kbin.ErrNotEnoughData
+				}
+				a = a[:0]
+				if l > 0 {
+					a = append(a, make([]int32, l)...)
+				}
+				for i := range a {
+					a[i] = readInt32(&b)
+				}
+				v = a
+				s.Partitions = v
+			}
+			if isFlexible {
+				for i := b.Uvarint(); i > 0 && b.Ok(); i-- {
+					switch key := b.Uvarint(); key {
+					default:
+						s.UnknownTags.Set(key, b.Span(int(b.Uvarint())))
+					case 0:
+						b := kbin.Reader{Src: b.Span(int(b.Uvarint()))}
+						v := s.Epochs
+						a := v
+						var l int32
+						l = readArrayLen(&b, isFlexible)
+						if version < 0 || l == 0 {
+							a = []int32{}
+						}
+						if !b.Ok() || int64(l)*4 > int64(len(b.Src)) {
+							return kbin.ErrNotEnoughData
+						}
+						a = a[:0]
+						if l > 0 {
+							a = append(a, make([]int32, l)...)
+						}
+						for i := range a {
+							a[i] = readInt32(&b)
+						}
+						v = a
+						s.Epochs = v
+						if err := b.Complete(); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		v = a
+		s.PartitionsPendingRevocation = v
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+func (v *ConsumerGroupCurrentMemberAssignmentValue) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupCurrentMemberAssignmentValue.
+func (v *ConsumerGroupCurrentMemberAssignmentValue) Default() {
+}
+
+// NewConsumerGroupCurrentMemberAssignmentValue returns a default ConsumerGroupCurrentMemberAssignmentValue
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupCurrentMemberAssignmentValue() ConsumerGroupCurrentMemberAssignmentValue {
+	var v ConsumerGroupCurrentMemberAssignmentValue
+	v.Default()
+	return v
+}
+
 type RegisterBrokerRecordEndPoint struct {
 	// Name is the name of the endpoint (the listener name).
 	Name string

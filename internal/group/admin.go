@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,38 +57,47 @@ func (s *shard) describe(id string, version int16) kmsg.DescribeGroupsResponseGr
 // (GroupMetadataManager.listGroups): states compare case-insensitively with the state's
 // name, types with "classic".
 func (s *shard) list(states, types []string, dst []kmsg.ListGroupsResponseGroup) []kmsg.ListGroupsResponseGroup {
-	if len(types) > 0 {
-		classic := false
-		for _, t := range types {
-			if strings.EqualFold(strings.TrimSpace(t), "classic") {
-				classic = true
+	matches := func(filter []string, v string) bool {
+		if len(filter) == 0 {
+			return true
+		}
+		for _, f := range filter {
+			if strings.EqualFold(strings.TrimSpace(f), v) {
+				return true
 			}
 		}
-		if !classic {
-			return dst
-		}
+		return false
 	}
-	for _, id := range sortedKeys(s.groups) {
-		g := s.groups[id]
-		if len(states) > 0 {
-			ok := false
-			for _, st := range states {
-				if strings.EqualFold(strings.TrimSpace(st), g.state.String()) {
-					ok = true
-				}
-			}
-			if !ok {
+	var out []kmsg.ListGroupsResponseGroup
+	if matches(types, "classic") {
+		for id, g := range s.groups {
+			if !matches(states, g.state.String()) {
 				continue
 			}
+			lg := kmsg.NewListGroupsResponseGroup()
+			lg.Group = id
+			lg.ProtocolType = g.protocolType
+			lg.GroupState = g.state.String()
+			lg.GroupType = "classic"
+			out = append(out, lg)
 		}
-		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group = id
-		lg.ProtocolType = g.protocolType
-		lg.GroupState = g.state.String()
-		lg.GroupType = "classic"
-		dst = append(dst, lg)
 	}
-	return dst
+	if matches(types, "consumer") {
+		for id, g := range s.consumers {
+			st := g.state()
+			if !matches(states, st) {
+				continue
+			}
+			lg := kmsg.NewListGroupsResponseGroup()
+			lg.Group = id
+			lg.ProtocolType = "consumer" // ConsumerProtocol.PROTOCOL_TYPE
+			lg.GroupState = st
+			lg.GroupType = "consumer"
+			out = append(out, lg)
+		}
+	}
+	slices.SortFunc(out, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+	return append(dst, out...)
 }
 
 // deleteGroups handles the groups of a DeleteGroups that live on this shard
@@ -96,6 +106,7 @@ func (s *shard) list(states, types []string, dst []kmsg.ListGroupsResponseGroup)
 // []kmsg.DeleteGroupsResponseGroup, completes token once they are durable.
 func (s *shard) deleteGroups(ids []string, token uint64, out *output) {
 	results := make([]kmsg.DeleteGroupsResponseGroup, len(ids))
+	e := &emitter{s: s}
 	var records []kmsg.Record
 	type gk struct {
 		group string
@@ -105,6 +116,19 @@ func (s *shard) deleteGroups(ids []string, token uint64, out *output) {
 	for i, id := range ids {
 		results[i] = kmsg.NewDeleteGroupsResponseGroup()
 		results[i].Group = id
+		if cg := s.consumers[id]; cg != nil {
+			if len(cg.members) > 0 {
+				results[i].ErrorCode = errNonEmptyGroup
+				continue
+			}
+			recs, keys := s.offsetTombstones(id)
+			records = append(records, recs...)
+			for _, k := range keys {
+				offs = append(offs, gk{id, k})
+			}
+			records = append(records, s.consumerGroupTombstones(cg, e)...)
+			continue
+		}
 		g := s.groups[id]
 		switch {
 		case g == nil || g.is(stateDead):

@@ -52,8 +52,26 @@ type Config struct {
 	// IsOtherGroupType reports that a group id is taken by a share group; a classic
 	// JoinGroup for it is refused. Nil: no other group types.
 	IsOtherGroupType func(groupID string) bool
-	Now              func() time.Time
-	Logger           *slog.Logger
+
+	// Consumer groups (KIP-848, ConsumerGroupHeartbeat).
+	//
+	// ConsumerMaxSize is group.consumer.max.size (<= 0: unlimited, Kafka's
+	// Integer.MAX_VALUE).
+	ConsumerMaxSize int32
+	// ConsumerAssignors is group.consumer.assignors, the default first (nil: uniform,
+	// range). Only the server-side uniform and range assignors exist.
+	ConsumerAssignors []string
+	// ConsumerTimeouts is a group's consumer.session.timeout.ms and
+	// consumer.heartbeat.interval.ms (its own or the broker's group.consumer.* ones).
+	// Nil: Kafka's defaults, 45000 and 5000.
+	ConsumerTimeouts func(groupID string) (sessionMs, heartbeatMs int32)
+	// TopicMeta is a topic's id and partition count; TopicNames lists every topic (for
+	// regex subscriptions). Nil: no topics, so members are assigned nothing.
+	TopicMeta  func(name string) (id [16]byte, partitions int32, ok bool)
+	TopicNames func() []string
+
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -155,6 +173,12 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 		offsetMetadataMaxBytes:  cfg.OffsetMetadataMaxBytes,
 		newMemberJoinTimeoutMs:  cfg.NewMemberJoinTimeoutMs,
 		topicID:                 cfg.TopicID,
+		consumerMaxSize:         cfg.ConsumerMaxSize,
+		consumerAssignors:       cfg.ConsumerAssignors,
+		consumerTimeouts:        cfg.ConsumerTimeouts,
+		topicMeta:               cfg.TopicMeta,
+		topicNames:              cfg.TopicNames,
+		topicName:               cfg.TopicName,
 	}
 	for _, lp := range parts {
 		s := newShard(lp.Index(), sc, randomMemberID)
@@ -525,7 +549,7 @@ func (c *Coordinator) runParked(ctx context.Context, groupID string, fn func(s *
 	return c.wait(ctx, tok, ch, conv, fail)
 }
 
-// Exists reports whether a classic group with this id exists (in any state but Dead), for
+// Exists reports whether a classic or consumer group with this id exists (in any state but Dead), for
 // the share-group coordinator's check that group ids are not shared across group types.
 func (c *Coordinator) Exists(groupID string) bool {
 	p := c.partFor(groupID)
@@ -534,6 +558,9 @@ func (c *Coordinator) Exists(groupID string) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.shard.consumers[groupID] != nil {
+		return true
+	}
 	g, ok := p.shard.groups[groupID]
 	return ok && g.state != stateDead
 }

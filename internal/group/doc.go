@@ -1,7 +1,9 @@
-// Package group is exactq's classic consumer-group coordinator and offset store, the
-// equivalent of Apache Kafka 4.4's group-coordinator module restricted to the classic
-// protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-// TxnOffsetCommit, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete).
+// Package group is exactq's consumer-group coordinator and offset store, the equivalent
+// of Apache Kafka 4.4's group-coordinator module for classic groups (JoinGroup,
+// SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit,
+// DescribeGroups, ListGroups, DeleteGroups, OffsetDelete) and KIP-848 consumer groups
+// (ConsumerGroupHeartbeat, ConsumerGroupDescribe; consumer.go, whose pure reconciliation
+// and assignors are package consumer).
 //
 // # Shape
 //
@@ -34,6 +36,9 @@
 // Records use Kafka's __consumer_offsets format: keys are OffsetCommitKey (key version 1)
 // and GroupMetadataKey (key version 2); values are OffsetCommitValue v4 (v1 when the
 // client set a retention time, v2-v4 requests) and GroupMetadataValue v3; a nil value is a
-// tombstone. TxnOffsetCommit writes its records in a transactional batch; a COMMIT marker
+// tombstone. Consumer groups use Kafka's ConsumerGroup* records (types 3, 5-8; their
+// encodings are generated in package wire); the heartbeat path applies every record it
+// emits through the same replay function the load path runs, so memory is what a
+// restart rebuilds. TxnOffsetCommit writes its records in a transactional batch; a COMMIT marker
 // makes them visible, an ABORT marker drops them, both live and on replay.
 package group

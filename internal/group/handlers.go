@@ -267,7 +267,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, version int16, req *kmsg.
 		for _, t := range req.Topics {
 			topics = append(topics, fetchTopic{topic: t.Topic, partitions: t.Partitions})
 		}
-		g := c.fetchGroup(req.Group, topics, req.Topics == nil && version >= 2, requireStable, false)
+		g := c.fetchGroup(req.Group, topics, req.Topics == nil && version >= 2, requireStable, false, nil, -1)
 		r.ErrorCode = g.ErrorCode
 		if version < 2 && g.ErrorCode != 0 {
 			// v1 has no top-level error: it goes on every partition.
@@ -295,12 +295,17 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, version int16, req *kmsg.
 		for _, t := range rg.Topics {
 			topics = append(topics, fetchTopic{topic: t.Topic, topicID: t.TopicID, partitions: t.Partitions})
 		}
-		r.Groups = append(r.Groups, c.fetchGroup(rg.Group, topics, rg.Topics == nil, requireStable, useIDs))
+		memberEpoch := int32(-1)
+		var memberID *string
+		if version >= 9 {
+			memberID, memberEpoch = rg.MemberID, rg.MemberEpoch
+		}
+		r.Groups = append(r.Groups, c.fetchGroup(rg.Group, topics, rg.Topics == nil, requireStable, useIDs, memberID, memberEpoch))
 	}
 	return r, nil
 }
 
-func (c *Coordinator) fetchGroup(groupID string, topics []fetchTopic, all, requireStable, useIDs bool) kmsg.OffsetFetchResponseGroup {
+func (c *Coordinator) fetchGroup(groupID string, topics []fetchTopic, all, requireStable, useIDs bool, memberID *string, memberEpoch int32) kmsg.OffsetFetchResponseGroup {
 	var unknownIDs []kmsg.OffsetFetchResponseGroupTopic
 	if useIDs && !all {
 		kept := topics[:0:0]
@@ -332,7 +337,9 @@ func (c *Coordinator) fetchGroup(groupID string, topics []fetchTopic, all, requi
 		g.Group, g.ErrorCode = groupID, kerr.NotCoordinator.Code
 		return g
 	}
-	if err := c.run(p, func(s *shard, _ int64, _ *output) { g = s.fetch(groupID, topics, all, requireStable) }); err != nil {
+	if err := c.run(p, func(s *shard, _ int64, _ *output) {
+		g = s.fetch(groupID, topics, all, requireStable, memberID, memberEpoch)
+	}); err != nil {
 		g = kmsg.NewOffsetFetchResponseGroup()
 		g.Group, g.ErrorCode = groupID, errCoordinatorNotAvail
 		return g

@@ -53,6 +53,13 @@ type joinRequest struct {
 // delivered as a completion for jr.token, immediately or when the join phase ends.
 func (s *shard) join(jr joinRequest, nowMs int64, out *output) {
 	req := jr.req
+	if s.consumers[req.Group] != nil {
+		// A classic member may not join a consumer group while online migration
+		// (group.consumer.migration.policy) is not supported: Kafka's answer with the
+		// policy disabled.
+		out.complete(jr.token, joinError(req.MemberID, errInconsistentProtocol))
+		return
+	}
 	g := s.groups[req.Group]
 	isNewGroup := g == nil
 	if g == nil {

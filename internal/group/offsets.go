@@ -264,6 +264,9 @@ type commitPartition struct {
 	offset      int64
 	leaderEpoch int32
 	metadata    *string
+	// code, when set by the group's validation, answers this partition without
+	// storing it (a stale member epoch for one partition).
+	code int16
 }
 
 // commitResult is the per-partition outcome of a commit.
@@ -305,6 +308,14 @@ func allCodes(parts []commitPartition, code int16) commitDone {
 // (commitTransactionalOffset). The response is a commitDone completion for cr.token,
 // sent once the records are durable.
 func (s *shard) commit(cr commitRequest, nowMs int64, out *output) {
+	if cg := s.consumers[cr.group]; cg != nil {
+		if code := cg.validateOffsetCommit(&cr); code != 0 {
+			out.complete(cr.token, allCodes(cr.parts, code))
+			return
+		}
+		s.storeOffsets(cr, nowMs, out)
+		return
+	}
 	g := s.groups[cr.group]
 	if g == nil {
 		switch {
@@ -328,6 +339,12 @@ func (s *shard) commit(cr commitRequest, nowMs int64, out *output) {
 			s.rescheduleHeartbeat(g, m, nowMs)
 		}
 	}
+	s.storeOffsets(cr, nowMs, out)
+}
+
+// storeOffsets writes the partitions of an accepted commit (those with a per-partition
+// code already set are answered with it) and applies them once durable.
+func (s *shard) storeOffsets(cr commitRequest, nowMs int64, out *output) {
 	results := make([]commitResult, len(cr.parts))
 	var records []kmsg.Record
 	var stored []int // index into parts of each record
@@ -336,7 +353,10 @@ func (s *shard) commit(cr commitRequest, nowMs int64, out *output) {
 		expireMs = nowMs + cr.retentionMs
 	}
 	for i, p := range cr.parts {
-		results[i] = commitResult{p.topic, p.topicID, p.partition, 0}
+		results[i] = commitResult{p.topic, p.topicID, p.partition, p.code}
+		if p.code != 0 {
+			continue
+		}
 		if s.metadataTooLarge(p.metadata) {
 			results[i].code = errOffsetMetadataTooLarge
 			continue
@@ -402,11 +422,18 @@ type fetchTopic struct {
 
 // fetch answers one group of an OffsetFetch (fetchOffsets / fetchAllOffsets). topics nil
 // means every committed offset of the group.
-func (s *shard) fetch(group string, topics []fetchTopic, all, requireStable bool) kmsg.OffsetFetchResponseGroup {
+func (s *shard) fetch(group string, topics []fetchTopic, all, requireStable bool, memberID *string, memberEpoch int32) kmsg.OffsetFetchResponseGroup {
 	resp := kmsg.NewOffsetFetchResponseGroup()
 	resp.Group = group
 	g := s.groups[group]
-	missing := g == nil || g.is(stateDead)
+	cg := s.consumers[group]
+	if cg != nil {
+		if code := cg.validateOffsetFetch(memberID, memberEpoch); code != 0 {
+			resp.ErrorCode = code
+			return resp
+		}
+	}
+	missing := (g == nil || g.is(stateDead)) && cg == nil
 	partResp := func(p int32, c committed, ok, unstable bool) kmsg.OffsetFetchResponseGroupTopicPartition {
 		r := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 		r.Partition = p
@@ -594,6 +621,34 @@ func (s *shard) cleanup(nowMs int64, out *output) {
 			records = append(records, groupTombstone(id))
 			delete(s.groups, id)
 			g.state = stateDead
+		}
+	}
+	e := &emitter{s: s, nowMs: nowMs}
+	for _, id := range sortedKeys(s.consumers) {
+		g := s.consumers[id]
+		subscribed := map[string]bool{}
+		for _, n := range s.subscribedTopicNames(g) {
+			subscribed[n] = true
+		}
+		allExpired := true
+		for k, c := range s.offsets.byGroup[id] {
+			// ConsumerGroup's expiration condition: the commit time, for offsets of
+			// topics no member subscribes to.
+			expired := !subscribed[k.topic] && !s.offsets.hasPending(id, k.topic, k.partition)
+			if expired && c.expireMs >= 0 {
+				expired = nowMs >= c.expireMs
+			} else if expired {
+				expired = nowMs-c.commitMs >= s.cfg.offsetsRetentionMs
+			}
+			if expired {
+				records = append(records, offsetTombstone(id, k.topic, k.partition))
+				dead = append(dead, gk{id, k})
+			} else {
+				allExpired = false
+			}
+		}
+		if allExpired && len(s.offsets.open[id]) == 0 && len(g.members) == 0 {
+			records = append(records, s.consumerGroupTombstones(g, e)...)
 		}
 	}
 	if len(records) == 0 {

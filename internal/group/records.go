@@ -149,8 +149,12 @@ func (s *shard) replayRecord(r kmsg.Record, offset, producerID int64, nowMs int6
 		}
 		s.groups[k.Group] = groupFromRecord(k.Group, &v)
 	default:
-		// Records of other group types (KIP-848 consumer groups, share and streams
-		// groups) are not ours to load.
+		if t := consumerKeyType(r.Key); isConsumerGroupRecord(t) {
+			if err := s.replayConsumerRecord(t, r, nowMs); err != nil {
+				return fmt.Errorf("group: record at offset %d: %w", offset, err)
+			}
+		}
+		// Records of other group types (share and streams groups) are not ours to load.
 	}
 	return nil
 }
@@ -197,6 +201,7 @@ func (s *shard) replayMarker(producerID int64, commit bool) {
 // loaded finishes a replay, like GroupMetadataManager.onLoaded: every loaded member gets
 // a fresh session deadline and an over-capacity group rebalances.
 func (s *shard) loaded(nowMs int64, out *output) {
+	s.loadedConsumers(nowMs)
 	for _, g := range s.groups {
 		for _, m := range g.memberList() {
 			s.rescheduleHeartbeat(g, m, nowMs)
@@ -210,6 +215,9 @@ func (s *shard) loaded(nowMs int64, out *output) {
 // simpleGroupIfMissing creates the protocol-less Empty group Kafka keeps for a group that
 // only stores offsets.
 func (s *shard) simpleGroupIfMissing(id string, nowMs int64) *classicGroup {
+	if s.consumers[id] != nil {
+		return nil // a consumer group keeps its offsets itself
+	}
 	g := s.groups[id]
 	if g == nil {
 		g = newClassicGroup(id, nowMs)

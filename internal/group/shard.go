@@ -3,6 +3,7 @@ package group
 import (
 	"container/heap"
 
+	"github.com/exactq/exactq/internal/group/consumer"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -27,6 +28,12 @@ var (
 	errGroupSubscribedToTopic = kerr.GroupSubscribedToTopic.Code
 	errUnknownTopicOrPart     = kerr.UnknownTopicOrPartition.Code
 	errUnknownTopicID         = kerr.UnknownTopicID.Code
+	// KIP-848 consumer groups.
+	errFencedMemberEpoch        = kerr.FencedMemberEpoch.Code
+	errStaleMemberEpoch         = kerr.StaleMemberEpoch.Code
+	errUnreleasedInstanceID     = kerr.UnreleasedInstanceID.Code
+	errUnsupportedVersion       = kerr.UnsupportedVersion.Code
+	errInvalidRegularExpression = kerr.InvalidRegularExpression.Code
 )
 
 // shardConfig is the part of Config the core needs.
@@ -38,6 +45,18 @@ type shardConfig struct {
 	newMemberJoinTimeoutMs  int32 // group.classic.new.member.join.timeout.ms (5 minutes)
 	// topicID is Config.TopicID: the current id of a topic name (nil: ids unknown).
 	topicID func(topic string) ([16]byte, bool)
+
+	// Consumer groups (KIP-848).
+	consumerMaxSize   int32    // group.consumer.max.size (<= 0: unlimited)
+	consumerAssignors []string // group.consumer.assignors, the default first
+	// consumerTimeouts is a group's session timeout and heartbeat interval (nil:
+	// Kafka's defaults, 45 s and 5 s).
+	consumerTimeouts func(groupID string) (sessionMs, heartbeatMs int32)
+	// topicMeta is a topic's id and partition count; topicNames every topic;
+	// topicName a topic id's name. Never nil (newShard fills them in).
+	topicMeta  func(name string) (id [16]byte, partitions int32, ok bool)
+	topicNames func() []string
+	topicName  func(id [16]byte) (string, bool)
 }
 
 // write is a group of records the shard wants made durable, in order with its other
@@ -73,10 +92,12 @@ func (o *output) complete(token uint64, resp any) {
 type timerKind uint8
 
 const (
-	timerHeartbeat   timerKind = iota + 1 // member session / new-member join timeout
-	timerJoin                             // end of the join phase (rebalance timeout)
-	timerInitialJoin                      // group.initial.rebalance.delay steps
-	timerSync                             // pending-sync expiration
+	timerHeartbeat         timerKind = iota + 1 // member session / new-member join timeout
+	timerJoin                                   // end of the join phase (rebalance timeout)
+	timerInitialJoin                            // group.initial.rebalance.delay steps
+	timerSync                                   // pending-sync expiration
+	timerConsumerSession                        // consumer-protocol member session
+	timerConsumerRebalance                      // consumer-protocol revocation deadline (generation: the epoch)
 )
 
 type timerKey struct {
@@ -166,13 +187,26 @@ type shard struct {
 	cfg       shardConfig
 	newID     func(prefix string) string // member ids: prefix + "-" + unique suffix
 
-	groups  map[string]*classicGroup
-	offsets offsetStore
-	timers  timers
+	newUUID func() string // member ids of consumer-protocol v0 joins
+
+	groups    map[string]*classicGroup
+	consumers map[string]*consumerGroup // KIP-848 groups; an id is in one map at most
+	offsets   offsetStore
+	timers    timers
 }
 
 func newShard(partition int32, cfg shardConfig, newID func(string) string) *shard {
-	return &shard{partition: partition, cfg: cfg, newID: newID, groups: map[string]*classicGroup{}, offsets: newOffsetStore()}
+	if cfg.topicMeta == nil {
+		cfg.topicMeta = func(string) ([16]byte, int32, bool) { return [16]byte{}, 0, false }
+	}
+	if cfg.topicName == nil {
+		cfg.topicName = func([16]byte) (string, bool) { return "", false }
+	}
+	if len(cfg.consumerAssignors) == 0 {
+		cfg.consumerAssignors = []string{consumer.UniformName, consumer.RangeName}
+	}
+	return &shard{partition: partition, cfg: cfg, newID: newID, newUUID: randomUUID, groups: map[string]*classicGroup{},
+		consumers: map[string]*consumerGroup{}, offsets: newOffsetStore()}
 }
 
 // expire fires every deadline due at nowMs, in deadline order.
@@ -193,6 +227,10 @@ func (s *shard) expire(nowMs int64, out *output) {
 			s.tryCompleteInitialRebalance(e.key.group, e.delayMs, e.remainingMs, nowMs, out)
 		case timerSync:
 			s.expirePendingSync(e.key.group, e.generation, nowMs, out)
+		case timerConsumerSession:
+			s.expireConsumerMember(e.key.group, e.key.member, 0, false, nowMs, out)
+		case timerConsumerRebalance:
+			s.expireConsumerMember(e.key.group, e.key.member, e.generation, true, nowMs, out)
 		}
 	}
 }
