@@ -113,6 +113,13 @@ func (s *shard) deleteGroups(ids []string, token uint64, out *output) {
 		k     tp
 	}
 	var offs []gk
+	dropOffsets := func(id string) {
+		recs, keys := s.offsetTombstones(id)
+		records = append(records, recs...)
+		for _, k := range keys {
+			offs = append(offs, gk{id, k})
+		}
+	}
 	for i, id := range ids {
 		results[i] = kmsg.NewDeleteGroupsResponseGroup()
 		results[i].Group = id
@@ -121,11 +128,7 @@ func (s *shard) deleteGroups(ids []string, token uint64, out *output) {
 				results[i].ErrorCode = errNonEmptyGroup
 				continue
 			}
-			recs, keys := s.offsetTombstones(id)
-			records = append(records, recs...)
-			for _, k := range keys {
-				offs = append(offs, gk{id, k})
-			}
+			dropOffsets(id)
 			records = append(records, s.consumerGroupTombstones(cg, e)...)
 			continue
 		}
@@ -138,11 +141,7 @@ func (s *shard) deleteGroups(ids []string, token uint64, out *output) {
 			results[i].ErrorCode = errNonEmptyGroup
 			continue
 		}
-		recs, keys := s.offsetTombstones(id)
-		records = append(records, recs...)
-		for _, k := range keys {
-			offs = append(offs, gk{id, k})
-		}
+		dropOffsets(id)
 		records = append(records, groupTombstone(id))
 		delete(s.groups, id)
 		g.state = stateDead
