@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/group"
+	"github.com/exactq/exactq/internal/groupconfig"
 	"github.com/exactq/exactq/internal/server"
 	"github.com/exactq/exactq/internal/txn"
 	"github.com/exactq/exactq/wire"
@@ -86,16 +88,54 @@ func (b *Broker) loadGroupCoordinator() (*group.Coordinator, error) {
 			}
 			return "", false
 		},
-		VerifyTxn:        b.verifyTxnOffsetCommit,
-		IsOtherGroupType: b.isShareGroup,
-		Now:              b.now,
-		Logger:           b.logger.With("component", "group-coordinator"),
+		VerifyTxn:         b.verifyTxnOffsetCommit,
+		IsOtherGroupType:  b.isShareGroup,
+		ConsumerMaxSize:   b.brokerInt32("group.consumer.max.size", 0),
+		ConsumerAssignors: consumerAssignors(b.cfg.BrokerConfigs["group.consumer.assignors"]),
+		ConsumerTimeouts: func(groupID string) (int32, int32) {
+			r := b.groupCfg.Resolve(groupID)
+			return r.Int(groupconfig.ConsumerSessionTimeoutMs), r.Int(groupconfig.ConsumerHeartbeatIntervalMs)
+		},
+		TopicMeta: func(name string) ([16]byte, int32, bool) {
+			if t := b.topics.get(name); t != nil {
+				return t.id, t.numPartitions(), true
+			}
+			return [16]byte{}, 0, false
+		},
+		TopicNames: func() []string {
+			all := b.topics.all()
+			names := make([]string, 0, len(all))
+			for _, t := range all {
+				names = append(names, t.name)
+			}
+			return names
+		},
+		Now:    b.now,
+		Logger: b.logger.With("component", "group-coordinator"),
 	}, b.internalPartitions(offsetsTopic))
 	if err != nil {
 		return nil, fmt.Errorf("load group coordinator: %w", err)
 	}
 	b.setOffsetsMarkerListener(g.CompleteTxn)
 	return g, nil
+}
+
+// consumerAssignors reads group.consumer.assignors (validated at start-up) as the group
+// coordinator's assignor names; empty means Kafka's default, uniform then range.
+func consumerAssignors(v string) []string {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		switch a = strings.TrimSpace(a); a {
+		case "":
+		case "org.apache.kafka.coordinator.group.assignor.UniformAssignor":
+			out = append(out, "uniform")
+		case "org.apache.kafka.coordinator.group.assignor.RangeAssignor":
+			out = append(out, "range")
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // offsetTombstonesTimeout bounds how long a topic deletion waits for the tombstones of its
@@ -319,6 +359,14 @@ func coordinatorUnavailable(req *server.Request) kmsg.Response {
 		}
 	case *kmsg.OffsetDeleteResponse:
 		r.ErrorCode = code
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.ConsumerGroupDescribeResponse:
+		for _, id := range req.Body.(*kmsg.ConsumerGroupDescribeRequest).Groups {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = id, code
+			r.Groups = append(r.Groups, g)
+		}
 	}
 	return resp
 }

@@ -47,6 +47,8 @@ var implemented = []int16{
 	61, // DescribeProducers
 	65, // DescribeTransactions
 	66, // ListTransactions
+	68, // ConsumerGroupHeartbeat
+	69, // ConsumerGroupDescribe
 	76, // ShareGroupHeartbeat
 	77, // ShareGroupDescribe
 	78, // ShareFetch
@@ -185,6 +187,10 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDeleteGroups(ctx, req, r)
 	case *kmsg.OffsetDeleteRequest:
 		return groupCall(b, ctx, req, r, (*group.Coordinator).OffsetDelete)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return groupCall(b, ctx, req, r, (*group.Coordinator).ConsumerGroupHeartbeat)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return groupCall(b, ctx, req, r, (*group.Coordinator).ConsumerGroupDescribe)
 	}
 	// The server only dispatches keys listed in APIs, so this is a programming error.
 	b.logger.Error("no handler for advertised API", "key", req.Key)

@@ -106,6 +106,11 @@ var brokerDefs = []*Def{
 	{Name: "group.share.assignment.interval.ms", Type: TypeInt, Default: i64(1000), validate: atLeast(0), Valid: "[0,...]", Doc: "Default least time between share-group assignments."},
 	{Name: "group.share.min.assignment.interval.ms", Type: TypeInt, Default: i64(0), validate: atLeast(0), Valid: "[0,...]", Doc: "Lower bound of share.assignment.interval.ms."},
 	{Name: "group.share.max.assignment.interval.ms", Type: TypeInt, Default: i64(15000), validate: atLeast(0), Valid: "[0,...]", Doc: "Upper bound of share.assignment.interval.ms."},
+	{Name: "group.consumer.max.size", Type: TypeInt, Default: i64(2147483647), validate: atLeast(1), Valid: "[1,...]", Doc: "Most members of one consumer-protocol (KIP-848) group (GROUP_MAX_SIZE_REACHED beyond)."},
+	// Only the two server-side assignors Kafka ships, by name or by Kafka's class name.
+	{Name: "group.consumer.assignors", Type: TypeList, Default: str("uniform,range"),
+		validate: listOf("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor", "org.apache.kafka.coordinator.group.assignor.RangeAssignor"),
+		Valid:    "[uniform, range]", Doc: "Server-side assignors of consumer-protocol groups, the first the default."},
 	{Name: "group.consumer.session.timeout.ms", Type: TypeInt, Default: i64(45000), Doc: "Default consumer-protocol session timeout."},
 	{Name: "group.consumer.min.session.timeout.ms", Type: TypeInt, Default: i64(45000), Doc: "Lower bound of consumer.session.timeout.ms."},
 	{Name: "group.consumer.max.session.timeout.ms", Type: TypeInt, Default: i64(60000), Doc: "Upper bound of consumer.session.timeout.ms."},
