@@ -55,12 +55,18 @@ public final class EosPipeline {
                 () -> run(args[0], args[1], args[2], args[3], args[4], Integer.parseInt(args[5]), Integer.parseInt(args[6])));
     }
 
+    /** The pipeline consumer's group.protocol; null keeps the client default (classic). */
+    static String groupProtocol = null;
+
     static Properties consumerProps(String bootstrap, String group) {
         Properties c = new Properties();
         c.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         c.put(ConsumerConfig.CLIENT_ID_CONFIG, "exactq-compat-java-eos");
         if (group != null) {
             c.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            if (groupProtocol != null) {
+                c.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, groupProtocol);
+            }
         }
         c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         c.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
