@@ -601,3 +601,68 @@ func TestConsumerGroupDescribe(t *testing.T) {
 		t.Fatalf("missing: %d", d.ErrorCode)
 	}
 }
+
+func TestConsumerGroupOffsetDelete(t *testing.T) {
+	h := newCGHarness(t)
+	h.addTopic("t", 1)
+	h.addTopic("old", 1)
+	a := h.client("g", "a", "t")
+	a.beat()
+	if code := h.commit(9, "g", "a", a.epoch, "t", 0, 3); code != 0 {
+		t.Fatal(code)
+	}
+	// At its current epoch a member may commit any partition (Kafka checks epochs only):
+	// here one of a topic nobody subscribes to.
+	if code := h.commit(9, "g", "a", a.epoch, "old", 0, 4); code != 0 {
+		t.Fatalf("commit at the member epoch: %d", code)
+	}
+	del := func(topic string) *kmsg.OffsetDeleteResponse {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}
+		return h.run(func(tok uint64, out *output) {
+			h.s.deleteOffsets("g", []kmsg.OffsetDeleteRequestTopic{rt}, tok, out)
+		}).(*kmsg.OffsetDeleteResponse)
+	}
+	if r := del("t"); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != errGroupSubscribedToTopic {
+		t.Fatalf("subscribed topic: %+v", r)
+	}
+	if r := del("old"); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("unsubscribed topic: %+v", r)
+	}
+	if _, ok := h.s.offsets.get("g", "old", 0); ok {
+		t.Fatal("the offset is still there")
+	}
+}
+
+func TestConsumerGroupFollowsTopicChanges(t *testing.T) {
+	h := newCGHarness(t)
+	h.addTopic("a", 2)
+	h.addTopic("b", 2)
+	m := h.client("g", "m", "a", "b")
+	m.beat()
+	settle(t, m)
+	if len(m.owned) != 4 {
+		t.Fatalf("owns %d", len(m.owned))
+	}
+	epoch := h.s.consumers["g"].epoch
+	// b grows: the group epoch moves and the new partition is assigned.
+	h.addTopic("b", 3)
+	settle(t, m)
+	if len(m.owned) != 5 || h.s.consumers["g"].epoch != epoch+1 {
+		t.Fatalf("after growth: owns %d at group epoch %d", len(m.owned), h.s.consumers["g"].epoch)
+	}
+	// a is deleted: its partitions are revoked and the member keeps b's.
+	delete(h.topics, "a")
+	settle(t, m)
+	if len(m.owned) != 3 {
+		t.Fatalf("after deletion: owns %v", m.owned.Sorted())
+	}
+	// a is created again (a new id): it is assigned again.
+	h.topics["a"] = cgTopic{id: [16]byte{9, 0xee}, parts: 1}
+	settle(t, m)
+	if len(m.owned) != 4 {
+		t.Fatalf("after re-creation: owns %v", m.owned.Sorted())
+	}
+	h.checkReplay()
+}

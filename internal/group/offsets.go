@@ -497,17 +497,29 @@ func (s *shard) deleteOffsets(group string, topics []kmsg.OffsetDeleteRequestTop
 		r.ErrorCode = code
 		out.complete(token, r)
 	}
-	g := s.groups[group]
-	if g == nil || g.is(stateDead) {
-		fail(errGroupIDNotFound)
-		return
-	}
-	switch g.state {
-	case stateStable, statePreparingRebalance, stateCompletingRebalance:
-		if !g.usesConsumerProtocol() {
-			fail(errNonEmptyGroup)
+	var isSubscribed func(topic string) bool
+	if cg := s.consumers[group]; cg != nil {
+		// ConsumerGroup.validateOffsetDelete accepts any state; the offsets of topics a
+		// member subscribes to (by name or regex) stay.
+		names := map[string]bool{}
+		for _, n := range s.subscribedTopicNames(cg) {
+			names[n] = true
+		}
+		isSubscribed = func(topic string) bool { return names[topic] }
+	} else {
+		g := s.groups[group]
+		if g == nil || g.is(stateDead) {
+			fail(errGroupIDNotFound)
 			return
 		}
+		switch g.state {
+		case stateStable, statePreparingRebalance, stateCompletingRebalance:
+			if !g.usesConsumerProtocol() {
+				fail(errNonEmptyGroup)
+				return
+			}
+		}
+		isSubscribed = g.isSubscribedToTopic
 	}
 	resp := kmsg.NewPtrOffsetDeleteResponse()
 	var records []kmsg.Record
@@ -515,7 +527,7 @@ func (s *shard) deleteOffsets(group string, topics []kmsg.OffsetDeleteRequestTop
 	for _, t := range topics {
 		rt := kmsg.NewOffsetDeleteResponseTopic()
 		rt.Topic = t.Topic
-		subscribed := g.isSubscribedToTopic(t.Topic)
+		subscribed := isSubscribed(t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
