@@ -163,6 +163,8 @@ func (n *Node) checkLog(store *raftstore.Store) error {
 	}
 	self := RaftID(n.cfg.NodeID)
 	others := len(n.voters) > 1
+	join := n.cfg.Cluster != nil && n.cfg.Cluster.Join
+	n.loneLog = slices.Equal(logVoters, []uint64{self}) || (empty && !others && !join && slices.Equal(n.voters, []uint64{self}))
 	dir := n.cfg.DataDir
 	switch {
 	case empty && others:

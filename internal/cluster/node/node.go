@@ -77,6 +77,10 @@ type Node struct {
 	cfg    Config
 	voters []uint64
 	net    *clusterNet // nil for a lone voter and with Config.Send
+	// loneLog: the log opened (or bootstrapped) has this node as its only voter, so Open
+	// waits until it serves. A node configured alone whose log has grown other voters
+	// is not: it needs them to elect.
+	loneLog bool
 
 	// inc is the running loop and its store, replaced by the supervisor; floor is the
 	// newest Applied of a loop that failed. Atomic: Image is on request paths.
@@ -170,7 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.serveNet()
 	}
 	go n.supervise()
-	if lone {
+	if n.loneLog {
 		if err := n.awaitServing(ctx, inc); err != nil && !errors.Is(err, errLoopFailed) {
 			n.Close()
 			return nil, err

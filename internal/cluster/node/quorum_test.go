@@ -375,4 +375,34 @@ func TestLoneVoterGrows(t *testing.T) {
 	if got := replicaIDs(quorumPartition(t, describeQuorum(t, tr, c.serving())).CurrentVoters); !slices.Equal(got, []int32{0, joiner}) {
 		t.Fatalf("voters %v", got)
 	}
+
+	// Restarted alone with its old configuration (itself the only voter), the first node
+	// opens without serving: its log has two voters, and it waits for the other.
+	c.stop(0)
+	c.stop(joiner)
+	c.open(0, nil)
+	// Describe is answered after the loop's first Ready: what it applied at start
+	// (quorum-state's Commit covers every committed conf change) is the voter set it
+	// campaigns with.
+	st, err := c.nodes[0].Loop().Describe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodeIDs(ids(st.Voters)); !slices.Equal(got, []int32{0, joiner}) || st.Leading {
+		t.Fatalf("the first node restarted alone: voters %v, leading %v; want [0 %d], not leading", got, st.Leading, joiner)
+	}
+	if _, ok := c.nodes[0].Serving(); ok {
+		t.Fatal("the first node serves alone with a two-voter log")
+	}
+	c.open(joiner, nil)
+	index = c.propose(topic("c", 3, 1))
+	c.holds(index, "a", "b", "c")
+}
+
+func ids(rs []quorum.Replica) []uint64 {
+	var out []uint64
+	for _, r := range rs {
+		out = append(out, r.RaftID)
+	}
+	return out
 }

@@ -24,10 +24,13 @@
 //
 //  1. Everything SaveReady was given is durable when it returns: the entries with one
 //     fdatasync (group commit of the whole Ready; a truncation or a segment roll costs
-//     its own), quorum-state with fsync and a directory fsync when Term or Vote changed.
-//     A stale Commit on disk is safe (raft relearns it), so commit progress costs no
-//     write; Commit is written only after the entries it covers are durable, so the
-//     stored Commit never exceeds the stored log.
+//     its own), quorum-state with fsync and a directory fsync when Term or Vote changed,
+//     or when the Ready's committed entries hold a conf change above the stored Commit.
+//     Otherwise a stale Commit on disk is safe (raft relearns it), so commit progress
+//     costs no write; but raft takes its voter set from the applied entries, so a
+//     committed conf change must not be forgotten at a restart (committedConfChange).
+//     Commit is written only after the entries it covers are durable, so the stored
+//     Commit never exceeds the stored log.
 //  2. A snapshot from the leader is written as a checkpoint before the log is reset to
 //     start after it (log.TruncateFullyAndStartAt): entries that raft acknowledged are
 //     never lost, and a crash between the two leaves a checkpoint whose index is not in
@@ -275,18 +278,45 @@ func (s *Store) SaveReady(rd raft.Ready) error {
 			return err
 		}
 	}
+	confCommit := committedConfChange(rd.CommittedEntries, s.hs.GetCommit())
 	if hs := rd.HardState; hs != nil && !raft.IsEmptyHardState(hs) {
-		if hs.GetTerm() != s.hs.GetTerm() || hs.GetVote() != s.hs.GetVote() {
-			if err := log.WriteFileDurable(s.dir, quorumStateName, encodeHardState(hs)); err != nil {
+		if hs.GetTerm() != s.hs.GetTerm() || hs.GetVote() != s.hs.GetVote() || confCommit > 0 {
+			durable := &pb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(max(hs.GetCommit(), confCommit))}
+			if err := log.WriteFileDurable(s.dir, quorumStateName, encodeHardState(durable)); err != nil {
 				return err
 			}
-			s.hs = &pb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(hs.GetCommit())}
+			s.hs, confCommit = durable, 0
 		}
 		if err := s.mem.SetHardState(&pb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(hs.GetCommit())}); err != nil {
 			return err
 		}
 	}
+	if confCommit > 0 {
+		// The commit that delivers these entries came in an earlier Ready (raft pages
+		// committed entries): Term and Vote are the durable ones.
+		durable := &pb.HardState{Term: new(s.hs.GetTerm()), Vote: new(s.hs.GetVote()), Commit: new(max(s.hs.GetCommit(), confCommit))}
+		if err := log.WriteFileDurable(s.dir, quorumStateName, encodeHardState(durable)); err != nil {
+			return err
+		}
+		s.hs = durable
+	}
 	return nil
+}
+
+// committedConfChange is the last index of ents (committed entries the caller applies
+// next) when they hold a conf change above the durable Commit, else 0. A conf change is
+// made durable as committed before it is applied: raft takes its voter set from the
+// applied entries, and a node restarting from a stale Commit would campaign with an older
+// voter set, whose majority need not overlap the current one's (a node grown from one
+// voter by two additions would elect itself alone). Conf changes are rare: the extra
+// quorum-state write costs nothing in the steady state.
+func committedConfChange(ents []*pb.Entry, durable uint64) uint64 {
+	for _, e := range ents {
+		if (e.GetType() == pb.EntryConfChange || e.GetType() == pb.EntryConfChangeV2) && e.GetIndex() > durable {
+			return ents[len(ents)-1].GetIndex()
+		}
+	}
+	return 0
 }
 
 // saveSnapshot writes a leader's snapshot as a checkpoint, then resets the log to start
