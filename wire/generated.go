@@ -2740,6 +2740,117 @@ func NewRemoveTopicRecord() RemoveTopicRecord {
 	return v
 }
 
+// UserScramCredentialRecord (type 11) sets a user's SCRAM credential for one mechanism.
+type UserScramCredentialRecord struct {
+	// Version is the record's version, 0.
+	Version int16
+
+	// Name is the user name.
+	Name string
+
+	// Mechanism is the SCRAM mechanism: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+	Mechanism int8
+
+	// Salt is the random salt the credential was derived with.
+	Salt []byte
+
+	// StoredKey is the key the server authenticates the client with.
+	StoredKey []byte
+
+	// ServerKey is the key the client checks the server's identity with.
+	ServerKey []byte
+
+	// Iterations is the number of iterations the credential was derived with.
+	Iterations int32
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *UserScramCredentialRecord) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendString(dst, v.Name, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.Mechanism)
+	}
+	{
+		dst = appendBytes(dst, v.Salt, isFlexible)
+	}
+	{
+		dst = appendBytes(dst, v.StoredKey, isFlexible)
+	}
+	{
+		dst = appendBytes(dst, v.ServerKey, isFlexible)
+	}
+	{
+		dst = appendInt32(dst, v.Iterations)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *UserScramCredentialRecord) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *UserScramCredentialRecord) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *UserScramCredentialRecord) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		readString(&b, &s.Name, isFlexible, unsafe)
+	}
+	{
+		s.Mechanism = readInt8(&b)
+	}
+	{
+		readBytes(&b, &s.Salt, isFlexible)
+	}
+	{
+		readBytes(&b, &s.StoredKey, isFlexible)
+	}
+	{
+		readBytes(&b, &s.ServerKey, isFlexible)
+	}
+	{
+		s.Iterations = readInt32(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+func (v *UserScramCredentialRecord) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to UserScramCredentialRecord.
+func (v *UserScramCredentialRecord) Default() {
+}
+
+// NewUserScramCredentialRecord returns a default UserScramCredentialRecord
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewUserScramCredentialRecord() UserScramCredentialRecord {
+	var v UserScramCredentialRecord
+	v.Default()
+	return v
+}
+
 // FeatureLevelRecord (type 12) sets a finalized feature level.
 type FeatureLevelRecord struct {
 	// Version is the record's version, 0 (Kafka: it cannot advance, because new logs
@@ -3120,6 +3231,277 @@ func (v *BrokerRegistrationChangeRecord) Default() {
 // This is a shortcut for creating a struct and calling Default yourself.
 func NewBrokerRegistrationChangeRecord() BrokerRegistrationChangeRecord {
 	var v BrokerRegistrationChangeRecord
+	v.Default()
+	return v
+}
+
+// AccessControlEntryRecord (type 18) adds an ACL.
+type AccessControlEntryRecord struct {
+	// Version is the record's version, 0.
+	Version int16
+
+	// ID is the unique id of this ACL.
+	ID [16]byte
+
+	// ResourceType is the resource type (Kafka's ResourceType code).
+	ResourceType int8
+
+	// ResourceName is the resource name.
+	ResourceName string
+
+	// PatternType is the resource name pattern type (3 LITERAL, 4 PREFIXED).
+	PatternType int8
+
+	// Principal is the principal, "Type:Name".
+	Principal string
+
+	// Host is the host: "*", an address or a CIDR block.
+	Host string
+
+	// Operation is the AclOperation code.
+	Operation int8
+
+	// PermissionType is the AclPermissionType code (2 DENY, 3 ALLOW).
+	PermissionType int8
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *AccessControlEntryRecord) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendUuid(dst, v.ID)
+	}
+	{
+		dst = appendInt8(dst, v.ResourceType)
+	}
+	{
+		dst = appendString(dst, v.ResourceName, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.PatternType)
+	}
+	{
+		dst = appendString(dst, v.Principal, isFlexible)
+	}
+	{
+		dst = appendString(dst, v.Host, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.Operation)
+	}
+	{
+		dst = appendInt8(dst, v.PermissionType)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *AccessControlEntryRecord) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *AccessControlEntryRecord) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *AccessControlEntryRecord) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.ID = readUuid(&b)
+	}
+	{
+		s.ResourceType = readInt8(&b)
+	}
+	{
+		readString(&b, &s.ResourceName, isFlexible, unsafe)
+	}
+	{
+		s.PatternType = readInt8(&b)
+	}
+	{
+		readString(&b, &s.Principal, isFlexible, unsafe)
+	}
+	{
+		readString(&b, &s.Host, isFlexible, unsafe)
+	}
+	{
+		s.Operation = readInt8(&b)
+	}
+	{
+		s.PermissionType = readInt8(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+func (v *AccessControlEntryRecord) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to AccessControlEntryRecord.
+func (v *AccessControlEntryRecord) Default() {
+}
+
+// NewAccessControlEntryRecord returns a default AccessControlEntryRecord
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewAccessControlEntryRecord() AccessControlEntryRecord {
+	var v AccessControlEntryRecord
+	v.Default()
+	return v
+}
+
+// RemoveAccessControlEntryRecord (type 19) removes an ACL.
+type RemoveAccessControlEntryRecord struct {
+	// Version is the record's version, 0.
+	Version int16
+
+	// ID is the id of the ACL to remove.
+	ID [16]byte
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *RemoveAccessControlEntryRecord) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendUuid(dst, v.ID)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *RemoveAccessControlEntryRecord) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *RemoveAccessControlEntryRecord) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *RemoveAccessControlEntryRecord) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.ID = readUuid(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+func (v *RemoveAccessControlEntryRecord) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to RemoveAccessControlEntryRecord.
+func (v *RemoveAccessControlEntryRecord) Default() {
+}
+
+// NewRemoveAccessControlEntryRecord returns a default RemoveAccessControlEntryRecord
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewRemoveAccessControlEntryRecord() RemoveAccessControlEntryRecord {
+	var v RemoveAccessControlEntryRecord
+	v.Default()
+	return v
+}
+
+// RemoveUserScramCredentialRecord (type 22) removes a user's SCRAM credential for one
+// mechanism.
+type RemoveUserScramCredentialRecord struct {
+	// Version is the record's version, 0.
+	Version int16
+
+	// Name is the user name.
+	Name string
+
+	// Mechanism is the SCRAM mechanism: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+	Mechanism int8
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+func (v *RemoveUserScramCredentialRecord) AppendTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendInt16(dst, v.Version)
+	}
+	{
+		dst = appendString(dst, v.Name, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.Mechanism)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+func (v *RemoveUserScramCredentialRecord) ReadFrom(src []byte) error {
+	return v.readFrom(src, false)
+}
+func (v *RemoveUserScramCredentialRecord) UnsafeReadFrom(src []byte) error {
+	return v.readFrom(src, true)
+}
+func (v *RemoveUserScramCredentialRecord) readFrom(src []byte, unsafe bool) error {
+	v.Default()
+	b := kbin.Reader{Src: src}
+	v.Version = b.Int16()
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		readString(&b, &s.Name, isFlexible, unsafe)
+	}
+	{
+		s.Mechanism = readInt8(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	return b.Complete()
+}
+func (v *RemoveUserScramCredentialRecord) IsFlexible() bool { return v.Version >= 0 }
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to RemoveUserScramCredentialRecord.
+func (v *RemoveUserScramCredentialRecord) Default() {
+}
+
+// NewRemoveUserScramCredentialRecord returns a default RemoveUserScramCredentialRecord
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewRemoveUserScramCredentialRecord() RemoveUserScramCredentialRecord {
+	var v RemoveUserScramCredentialRecord
 	v.Default()
 	return v
 }
@@ -5748,6 +6130,94 @@ func (v *RemoveTopicRecord) readBodyFrom(src []byte, version int16, unsafe bool)
 	return nil
 }
 
+// Type returns MetadataRecordTypeUserScramCredentialRecord (11).
+func (*UserScramCredentialRecord) Type() MetadataRecordType {
+	return MetadataRecordTypeUserScramCredentialRecord
+}
+
+// MaxVersion returns the highest version of UserScramCredentialRecord this package encodes.
+func (*UserScramCredentialRecord) MaxVersion() int16          { return 0 }
+func (v *UserScramCredentialRecord) GetVersion() int16        { return v.Version }
+func (v *UserScramCredentialRecord) SetVersion(version int16) { v.Version = version }
+
+// AppendBodyTo appends v's body at v.Version, as KRaft writes it after the frame:
+// AppendTo without the int16 version before the fields.
+func (v *UserScramCredentialRecord) AppendBodyTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendString(dst, v.Name, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.Mechanism)
+	}
+	{
+		dst = appendBytes(dst, v.Salt, isFlexible)
+	}
+	{
+		dst = appendBytes(dst, v.StoredKey, isFlexible)
+	}
+	{
+		dst = appendBytes(dst, v.ServerKey, isFlexible)
+	}
+	{
+		dst = appendInt32(dst, v.Iterations)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+
+// ReadBodyFrom decodes src, a body at version as AppendBodyTo writes it, into v;
+// bytes after the body are an error (ErrMetadataTrailing), as in KRaft.
+func (v *UserScramCredentialRecord) ReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, false)
+}
+
+// UnsafeReadBodyFrom is ReadBodyFrom with strings aliasing src.
+func (v *UserScramCredentialRecord) UnsafeReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, true)
+}
+func (v *UserScramCredentialRecord) readBodyFrom(src []byte, version int16, unsafe bool) error {
+	v.Default()
+	v.Version = version
+	b := kbin.Reader{Src: src}
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		readString(&b, &s.Name, isFlexible, unsafe)
+	}
+	{
+		s.Mechanism = readInt8(&b)
+	}
+	{
+		readBytes(&b, &s.Salt, isFlexible)
+	}
+	{
+		readBytes(&b, &s.StoredKey, isFlexible)
+	}
+	{
+		readBytes(&b, &s.ServerKey, isFlexible)
+	}
+	{
+		s.Iterations = readInt32(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	if err := b.Complete(); err != nil {
+		return err
+	}
+	if len(b.Src) > 0 {
+		return ErrMetadataTrailing
+	}
+	return nil
+}
+
 // Type returns MetadataRecordTypeFeatureLevelRecord (12).
 func (*FeatureLevelRecord) Type() MetadataRecordType { return MetadataRecordTypeFeatureLevelRecord }
 
@@ -6070,6 +6540,228 @@ func (v *BrokerRegistrationChangeRecord) readBodyFrom(src []byte, version int16,
 	return nil
 }
 
+// Type returns MetadataRecordTypeAccessControlEntryRecord (18).
+func (*AccessControlEntryRecord) Type() MetadataRecordType {
+	return MetadataRecordTypeAccessControlEntryRecord
+}
+
+// MaxVersion returns the highest version of AccessControlEntryRecord this package encodes.
+func (*AccessControlEntryRecord) MaxVersion() int16          { return 0 }
+func (v *AccessControlEntryRecord) GetVersion() int16        { return v.Version }
+func (v *AccessControlEntryRecord) SetVersion(version int16) { v.Version = version }
+
+// AppendBodyTo appends v's body at v.Version, as KRaft writes it after the frame:
+// AppendTo without the int16 version before the fields.
+func (v *AccessControlEntryRecord) AppendBodyTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendUuid(dst, v.ID)
+	}
+	{
+		dst = appendInt8(dst, v.ResourceType)
+	}
+	{
+		dst = appendString(dst, v.ResourceName, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.PatternType)
+	}
+	{
+		dst = appendString(dst, v.Principal, isFlexible)
+	}
+	{
+		dst = appendString(dst, v.Host, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.Operation)
+	}
+	{
+		dst = appendInt8(dst, v.PermissionType)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+
+// ReadBodyFrom decodes src, a body at version as AppendBodyTo writes it, into v;
+// bytes after the body are an error (ErrMetadataTrailing), as in KRaft.
+func (v *AccessControlEntryRecord) ReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, false)
+}
+
+// UnsafeReadBodyFrom is ReadBodyFrom with strings aliasing src.
+func (v *AccessControlEntryRecord) UnsafeReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, true)
+}
+func (v *AccessControlEntryRecord) readBodyFrom(src []byte, version int16, unsafe bool) error {
+	v.Default()
+	v.Version = version
+	b := kbin.Reader{Src: src}
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.ID = readUuid(&b)
+	}
+	{
+		s.ResourceType = readInt8(&b)
+	}
+	{
+		readString(&b, &s.ResourceName, isFlexible, unsafe)
+	}
+	{
+		s.PatternType = readInt8(&b)
+	}
+	{
+		readString(&b, &s.Principal, isFlexible, unsafe)
+	}
+	{
+		readString(&b, &s.Host, isFlexible, unsafe)
+	}
+	{
+		s.Operation = readInt8(&b)
+	}
+	{
+		s.PermissionType = readInt8(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	if err := b.Complete(); err != nil {
+		return err
+	}
+	if len(b.Src) > 0 {
+		return ErrMetadataTrailing
+	}
+	return nil
+}
+
+// Type returns MetadataRecordTypeRemoveAccessControlEntryRecord (19).
+func (*RemoveAccessControlEntryRecord) Type() MetadataRecordType {
+	return MetadataRecordTypeRemoveAccessControlEntryRecord
+}
+
+// MaxVersion returns the highest version of RemoveAccessControlEntryRecord this package encodes.
+func (*RemoveAccessControlEntryRecord) MaxVersion() int16          { return 0 }
+func (v *RemoveAccessControlEntryRecord) GetVersion() int16        { return v.Version }
+func (v *RemoveAccessControlEntryRecord) SetVersion(version int16) { v.Version = version }
+
+// AppendBodyTo appends v's body at v.Version, as KRaft writes it after the frame:
+// AppendTo without the int16 version before the fields.
+func (v *RemoveAccessControlEntryRecord) AppendBodyTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendUuid(dst, v.ID)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+
+// ReadBodyFrom decodes src, a body at version as AppendBodyTo writes it, into v;
+// bytes after the body are an error (ErrMetadataTrailing), as in KRaft.
+func (v *RemoveAccessControlEntryRecord) ReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, false)
+}
+
+// UnsafeReadBodyFrom is ReadBodyFrom with strings aliasing src.
+func (v *RemoveAccessControlEntryRecord) UnsafeReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, true)
+}
+func (v *RemoveAccessControlEntryRecord) readBodyFrom(src []byte, version int16, unsafe bool) error {
+	v.Default()
+	v.Version = version
+	b := kbin.Reader{Src: src}
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		s.ID = readUuid(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	if err := b.Complete(); err != nil {
+		return err
+	}
+	if len(b.Src) > 0 {
+		return ErrMetadataTrailing
+	}
+	return nil
+}
+
+// Type returns MetadataRecordTypeRemoveUserScramCredentialRecord (22).
+func (*RemoveUserScramCredentialRecord) Type() MetadataRecordType {
+	return MetadataRecordTypeRemoveUserScramCredentialRecord
+}
+
+// MaxVersion returns the highest version of RemoveUserScramCredentialRecord this package encodes.
+func (*RemoveUserScramCredentialRecord) MaxVersion() int16          { return 0 }
+func (v *RemoveUserScramCredentialRecord) GetVersion() int16        { return v.Version }
+func (v *RemoveUserScramCredentialRecord) SetVersion(version int16) { v.Version = version }
+
+// AppendBodyTo appends v's body at v.Version, as KRaft writes it after the frame:
+// AppendTo without the int16 version before the fields.
+func (v *RemoveUserScramCredentialRecord) AppendBodyTo(dst []byte) []byte {
+	version := v.Version
+	_ = version
+	isFlexible := version >= 0
+	_ = isFlexible
+	{
+		dst = appendString(dst, v.Name, isFlexible)
+	}
+	{
+		dst = appendInt8(dst, v.Mechanism)
+	}
+	if isFlexible {
+		dst = v.UnknownTags.appendWithCount(dst)
+	}
+	return dst
+}
+
+// ReadBodyFrom decodes src, a body at version as AppendBodyTo writes it, into v;
+// bytes after the body are an error (ErrMetadataTrailing), as in KRaft.
+func (v *RemoveUserScramCredentialRecord) ReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, false)
+}
+
+// UnsafeReadBodyFrom is ReadBodyFrom with strings aliasing src.
+func (v *RemoveUserScramCredentialRecord) UnsafeReadBodyFrom(src []byte, version int16) error {
+	return v.readBodyFrom(src, version, true)
+}
+func (v *RemoveUserScramCredentialRecord) readBodyFrom(src []byte, version int16, unsafe bool) error {
+	v.Default()
+	v.Version = version
+	b := kbin.Reader{Src: src}
+	isFlexible := version >= 0
+	_ = isFlexible
+	s := v
+	{
+		readString(&b, &s.Name, isFlexible, unsafe)
+	}
+	{
+		s.Mechanism = readInt8(&b)
+	}
+	if isFlexible {
+		internalReadTags(&b, &s.UnknownTags)
+	}
+	if err := b.Complete(); err != nil {
+		return err
+	}
+	if len(b.Src) > 0 {
+		return ErrMetadataTrailing
+	}
+	return nil
+}
+
 // Type returns MetadataRecordTypeClearElrRecord (28).
 func (*ClearElrRecord) Type() MetadataRecordType { return MetadataRecordTypeClearElrRecord }
 
@@ -6198,9 +6890,13 @@ func MetadataRecordTypes() []MetadataRecordType {
 		MetadataRecordTypeConfigRecord,
 		MetadataRecordTypePartitionChangeRecord,
 		MetadataRecordTypeRemoveTopicRecord,
+		MetadataRecordTypeUserScramCredentialRecord,
 		MetadataRecordTypeFeatureLevelRecord,
 		MetadataRecordTypeProducerIdsRecord,
 		MetadataRecordTypeBrokerRegistrationChangeRecord,
+		MetadataRecordTypeAccessControlEntryRecord,
+		MetadataRecordTypeRemoveAccessControlEntryRecord,
+		MetadataRecordTypeRemoveUserScramCredentialRecord,
 		MetadataRecordTypeClearElrRecord,
 		MetadataRecordTypeClusterRecord,
 	}
@@ -6231,6 +6927,9 @@ func NewMetadataRecord(t MetadataRecordType) MetadataRecord {
 	case MetadataRecordTypeRemoveTopicRecord:
 		r := NewRemoveTopicRecord()
 		return &r
+	case MetadataRecordTypeUserScramCredentialRecord:
+		r := NewUserScramCredentialRecord()
+		return &r
 	case MetadataRecordTypeFeatureLevelRecord:
 		r := NewFeatureLevelRecord()
 		return &r
@@ -6239,6 +6938,15 @@ func NewMetadataRecord(t MetadataRecordType) MetadataRecord {
 		return &r
 	case MetadataRecordTypeBrokerRegistrationChangeRecord:
 		r := NewBrokerRegistrationChangeRecord()
+		return &r
+	case MetadataRecordTypeAccessControlEntryRecord:
+		r := NewAccessControlEntryRecord()
+		return &r
+	case MetadataRecordTypeRemoveAccessControlEntryRecord:
+		r := NewRemoveAccessControlEntryRecord()
+		return &r
+	case MetadataRecordTypeRemoveUserScramCredentialRecord:
+		r := NewRemoveUserScramCredentialRecord()
 		return &r
 	case MetadataRecordTypeClearElrRecord:
 		r := NewClearElrRecord()
@@ -6279,6 +6987,9 @@ func NewMetadataRecord(t MetadataRecordType) MetadataRecord {
 // * 9 (RemoveTopicRecord)
 // versions 0-0
 //
+// * 11 (UserScramCredentialRecord)
+// versions 0-0
+//
 // * 12 (FeatureLevelRecord)
 // versions 0-0
 //
@@ -6287,6 +6998,15 @@ func NewMetadataRecord(t MetadataRecordType) MetadataRecord {
 //
 // * 17 (BrokerRegistrationChangeRecord)
 // versions 0-3
+//
+// * 18 (AccessControlEntryRecord)
+// versions 0-0
+//
+// * 19 (RemoveAccessControlEntryRecord)
+// versions 0-0
+//
+// * 22 (RemoveUserScramCredentialRecord)
+// versions 0-0
 //
 // * 28 (ClearElrRecord)
 // versions 0-0
@@ -6313,12 +7033,20 @@ func (v MetadataRecordType) String() string {
 		return "PartitionChangeRecord"
 	case 9:
 		return "RemoveTopicRecord"
+	case 11:
+		return "UserScramCredentialRecord"
 	case 12:
 		return "FeatureLevelRecord"
 	case 15:
 		return "ProducerIdsRecord"
 	case 17:
 		return "BrokerRegistrationChangeRecord"
+	case 18:
+		return "AccessControlEntryRecord"
+	case 19:
+		return "RemoveAccessControlEntryRecord"
+	case 22:
+		return "RemoveUserScramCredentialRecord"
 	case 28:
 		return "ClearElrRecord"
 	case 1000:
@@ -6334,9 +7062,13 @@ func MetadataRecordTypeStrings() []string {
 		"ConfigRecord",
 		"PartitionChangeRecord",
 		"RemoveTopicRecord",
+		"UserScramCredentialRecord",
 		"FeatureLevelRecord",
 		"ProducerIdsRecord",
 		"BrokerRegistrationChangeRecord",
+		"AccessControlEntryRecord",
+		"RemoveAccessControlEntryRecord",
+		"RemoveUserScramCredentialRecord",
 		"ClearElrRecord",
 		"ClusterRecord",
 	}
@@ -6363,12 +7095,20 @@ func ParseMetadataRecordType(s string) (MetadataRecordType, error) {
 		return 5, nil
 	case "removetopicrecord":
 		return 9, nil
+	case "userscramcredentialrecord":
+		return 11, nil
 	case "featurelevelrecord":
 		return 12, nil
 	case "produceridsrecord":
 		return 15, nil
 	case "brokerregistrationchangerecord":
 		return 17, nil
+	case "accesscontrolentryrecord":
+		return 18, nil
+	case "removeaccesscontrolentryrecord":
+		return 19, nil
+	case "removeuserscramcredentialrecord":
+		return 22, nil
 	case "clearelrrecord":
 		return 28, nil
 	case "clusterrecord":
@@ -6379,18 +7119,22 @@ func ParseMetadataRecordType(s string) (MetadataRecordType, error) {
 }
 
 const (
-	MetadataRecordTypeRegisterBrokerRecord           MetadataRecordType = 0
-	MetadataRecordTypeUnregisterBrokerRecord         MetadataRecordType = 1
-	MetadataRecordTypeTopicRecord                    MetadataRecordType = 2
-	MetadataRecordTypePartitionRecord                MetadataRecordType = 3
-	MetadataRecordTypeConfigRecord                   MetadataRecordType = 4
-	MetadataRecordTypePartitionChangeRecord          MetadataRecordType = 5
-	MetadataRecordTypeRemoveTopicRecord              MetadataRecordType = 9
-	MetadataRecordTypeFeatureLevelRecord             MetadataRecordType = 12
-	MetadataRecordTypeProducerIdsRecord              MetadataRecordType = 15
-	MetadataRecordTypeBrokerRegistrationChangeRecord MetadataRecordType = 17
-	MetadataRecordTypeClearElrRecord                 MetadataRecordType = 28
-	MetadataRecordTypeClusterRecord                  MetadataRecordType = 1000
+	MetadataRecordTypeRegisterBrokerRecord            MetadataRecordType = 0
+	MetadataRecordTypeUnregisterBrokerRecord          MetadataRecordType = 1
+	MetadataRecordTypeTopicRecord                     MetadataRecordType = 2
+	MetadataRecordTypePartitionRecord                 MetadataRecordType = 3
+	MetadataRecordTypeConfigRecord                    MetadataRecordType = 4
+	MetadataRecordTypePartitionChangeRecord           MetadataRecordType = 5
+	MetadataRecordTypeRemoveTopicRecord               MetadataRecordType = 9
+	MetadataRecordTypeUserScramCredentialRecord       MetadataRecordType = 11
+	MetadataRecordTypeFeatureLevelRecord              MetadataRecordType = 12
+	MetadataRecordTypeProducerIdsRecord               MetadataRecordType = 15
+	MetadataRecordTypeBrokerRegistrationChangeRecord  MetadataRecordType = 17
+	MetadataRecordTypeAccessControlEntryRecord        MetadataRecordType = 18
+	MetadataRecordTypeRemoveAccessControlEntryRecord  MetadataRecordType = 19
+	MetadataRecordTypeRemoveUserScramCredentialRecord MetadataRecordType = 22
+	MetadataRecordTypeClearElrRecord                  MetadataRecordType = 28
+	MetadataRecordTypeClusterRecord                   MetadataRecordType = 1000
 )
 
 // MarshalText implements encoding.TextMarshaler.

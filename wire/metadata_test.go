@@ -16,18 +16,22 @@ import (
 // ClusterRecord is exactq's.
 func TestMetadataRecordVersions(t *testing.T) {
 	want := map[string][2]int16{
-		"RegisterBrokerRecord":           {0, 4},
-		"UnregisterBrokerRecord":         {1, 0},
-		"TopicRecord":                    {2, 0},
-		"PartitionRecord":                {3, 2},
-		"ConfigRecord":                   {4, 0},
-		"PartitionChangeRecord":          {5, 2},
-		"RemoveTopicRecord":              {9, 0},
-		"FeatureLevelRecord":             {12, 0},
-		"ProducerIdsRecord":              {15, 0},
-		"BrokerRegistrationChangeRecord": {17, 3},
-		"ClearElrRecord":                 {28, 0},
-		"ClusterRecord":                  {1000, 0},
+		"RegisterBrokerRecord":            {0, 4},
+		"UnregisterBrokerRecord":          {1, 0},
+		"TopicRecord":                     {2, 0},
+		"PartitionRecord":                 {3, 2},
+		"ConfigRecord":                    {4, 0},
+		"PartitionChangeRecord":           {5, 2},
+		"RemoveTopicRecord":               {9, 0},
+		"UserScramCredentialRecord":       {11, 0},
+		"AccessControlEntryRecord":        {18, 0},
+		"RemoveAccessControlEntryRecord":  {19, 0},
+		"RemoveUserScramCredentialRecord": {22, 0},
+		"FeatureLevelRecord":              {12, 0},
+		"ProducerIdsRecord":               {15, 0},
+		"BrokerRegistrationChangeRecord":  {17, 3},
+		"ClearElrRecord":                  {28, 0},
+		"ClusterRecord":                   {1000, 0},
 	}
 	seen := 0
 	for _, typ := range MetadataRecordTypes() {
@@ -137,6 +141,24 @@ func metadataRecord(typ MetadataRecordType, v int16) MetadataRecord {
 		if v >= 3 {
 			x.CordonedLogDirs = [][16]byte{}
 		}
+		r = &x
+	case MetadataRecordTypeUserScramCredentialRecord:
+		x := NewUserScramCredentialRecord()
+		x.Name, x.Mechanism, x.Iterations = "alice", 2, 8192
+		x.Salt, x.StoredKey, x.ServerKey = []byte("salt"), id[:], []byte{0, 1, 2}
+		r = &x
+	case MetadataRecordTypeRemoveUserScramCredentialRecord:
+		x := NewRemoveUserScramCredentialRecord()
+		x.Name, x.Mechanism = "alice", 1
+		r = &x
+	case MetadataRecordTypeAccessControlEntryRecord:
+		x := NewAccessControlEntryRecord()
+		x.ID, x.ResourceType, x.ResourceName, x.PatternType = id, 2, "orders-", 4
+		x.Principal, x.Host, x.Operation, x.PermissionType = "User:alice", "10.0.0.0/8", 3, 3
+		r = &x
+	case MetadataRecordTypeRemoveAccessControlEntryRecord:
+		x := NewRemoveAccessControlEntryRecord()
+		x.ID = id
 		r = &x
 	case MetadataRecordTypeClearElrRecord:
 		x := NewClearElrRecord()

@@ -92,6 +92,11 @@ func walkWireMetadataRecord(r *reader, t wire.MetadataRecordType, version int16)
 			return false
 		}
 		walkWireRemoveTopicRecord(r, version)
+	case wire.MetadataRecordTypeUserScramCredentialRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireUserScramCredentialRecord(r, version)
 	case wire.MetadataRecordTypeFeatureLevelRecord:
 		if version > 0 {
 			return false
@@ -107,6 +112,21 @@ func walkWireMetadataRecord(r *reader, t wire.MetadataRecordType, version int16)
 			return false
 		}
 		walkWireBrokerRegistrationChangeRecord(r, version)
+	case wire.MetadataRecordTypeAccessControlEntryRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireAccessControlEntryRecord(r, version)
+	case wire.MetadataRecordTypeRemoveAccessControlEntryRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireRemoveAccessControlEntryRecord(r, version)
+	case wire.MetadataRecordTypeRemoveUserScramCredentialRecord:
+		if version > 0 {
+			return false
+		}
+		walkWireRemoveUserScramCredentialRecord(r, version)
 	case wire.MetadataRecordTypeClearElrRecord:
 		if version > 0 {
 			return false
@@ -630,6 +650,33 @@ func walkWireRemoveTopicRecord(r *reader, version int16) {
 	}
 }
 
+// walkWireUserScramCredentialRecord walks a UserScramCredentialRecord body as (*wire.UserScramCredentialRecord).ReadFrom reads it.
+func walkWireUserScramCredentialRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // Name
+		r.string(isFlexible)
+	}
+	{ // Mechanism
+		r.skip(1)
+	}
+	{ // Salt
+		r.bytes(isFlexible)
+	}
+	{ // StoredKey
+		r.bytes(isFlexible)
+	}
+	{ // ServerKey
+		r.bytes(isFlexible)
+	}
+	{ // Iterations
+		r.skip(4)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
 // walkWireFeatureLevelRecord walks a FeatureLevelRecord body as (*wire.FeatureLevelRecord).ReadFrom reads it.
 func walkWireFeatureLevelRecord(r *reader, version int16) {
 	isFlexible := version >= 0
@@ -717,6 +764,66 @@ func walkWireBrokerRegistrationChangeRecord(r *reader, version int16) {
 			}
 		}
 		r.alloc += tagMapBytes(unknownTags)
+	}
+}
+
+// walkWireAccessControlEntryRecord walks a AccessControlEntryRecord body as (*wire.AccessControlEntryRecord).ReadFrom reads it.
+func walkWireAccessControlEntryRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // ID
+		r.skip(16)
+	}
+	{ // ResourceType
+		r.skip(1)
+	}
+	{ // ResourceName
+		r.string(isFlexible)
+	}
+	{ // PatternType
+		r.skip(1)
+	}
+	{ // Principal
+		r.string(isFlexible)
+	}
+	{ // Host
+		r.string(isFlexible)
+	}
+	{ // Operation
+		r.skip(1)
+	}
+	{ // PermissionType
+		r.skip(1)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireRemoveAccessControlEntryRecord walks a RemoveAccessControlEntryRecord body as (*wire.RemoveAccessControlEntryRecord).ReadFrom reads it.
+func walkWireRemoveAccessControlEntryRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // ID
+		r.skip(16)
+	}
+	if isFlexible {
+		r.tags()
+	}
+}
+
+// walkWireRemoveUserScramCredentialRecord walks a RemoveUserScramCredentialRecord body as (*wire.RemoveUserScramCredentialRecord).ReadFrom reads it.
+func walkWireRemoveUserScramCredentialRecord(r *reader, version int16) {
+	isFlexible := version >= 0
+	_ = isFlexible
+	{ // Name
+		r.string(isFlexible)
+	}
+	{ // Mechanism
+		r.skip(1)
+	}
+	if isFlexible {
+		r.tags()
 	}
 }
 
