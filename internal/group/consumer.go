@@ -522,18 +522,63 @@ func (s *shard) consumerLeave(e *emitter, req *kmsg.ConsumerGroupHeartbeatReques
 	return resp, 0, ""
 }
 
-// fenceConsumerMember is consumerGroupFenceMembers for one member: its records go,
-// the group epoch is bumped, and a group left empty gets its assignment epoch caught up.
+// fenceConsumerMember is consumerGroupFenceMembers for one member.
 func (s *shard) fenceConsumerMember(e *emitter, g *consumerGroup, memberID string) {
-	last := len(g.members) == 1
-	s.removeConsumerMember(e, g.id, memberID)
+	s.fenceConsumerMembers(e, g, []string{memberID})
+}
+
+// fenceConsumerMembers is consumerGroupFenceMembers: the members' records go, the group
+// epoch is bumped once, and a group left empty gets its assignment epoch caught up.
+func (s *shard) fenceConsumerMembers(e *emitter, g *consumerGroup, memberIDs []string) {
+	if len(memberIDs) == 0 {
+		return
+	}
+	for _, id := range memberIDs {
+		s.removeConsumerMember(e, g.id, id)
+		s.cancelConsumerTimers(g.id, id)
+	}
 	s.pruneRegexes(g)
 	epoch := g.epoch + 1
 	e.add(cgEpochRecord(g.id, epoch, s.metadataHash(g, e.nowMs)))
-	if last {
+	if len(g.members) == 0 {
 		e.add(cgTargetMetadataRecord(g.id, epoch, 0))
 	}
-	s.cancelConsumerTimers(g.id, memberID)
+}
+
+// leaveConsumerGroup is classicGroupLeaveToConsumerGroup: a LeaveGroup naming members of
+// a consumer group (the admin client's removal of members, by member id or, for static
+// members, by instance id alone) fences them, each answered in resps. Like a classic
+// leave it is answered at once; the records follow in the partition's write order.
+func (s *shard) leaveConsumerGroup(g *consumerGroup, members []kmsg.LeaveGroupRequestMember, resps []kmsg.LeaveGroupResponseMember, nowMs int64, out *output) {
+	var fenced []string
+	seen := map[string]bool{}
+	for i, lm := range members {
+		var id string
+		if lm.InstanceID == nil {
+			if g.members[lm.MemberID] == nil {
+				resps[i].ErrorCode = errUnknownMemberID
+				continue
+			}
+			id = lm.MemberID
+		} else {
+			id = g.static[*lm.InstanceID]
+			switch {
+			case g.members[id] == nil:
+				resps[i].ErrorCode = errUnknownMemberID
+				continue
+			case lm.MemberID != "" && lm.MemberID != id:
+				resps[i].ErrorCode = errFencedInstanceID
+				continue
+			}
+		}
+		if !seen[id] {
+			seen[id] = true
+			fenced = append(fenced, id)
+		}
+	}
+	e := &emitter{s: s, nowMs: nowMs}
+	s.fenceConsumerMembers(e, g, fenced)
+	e.finish(0, nil, out)
 }
 
 // expireConsumerMember fences a member whose session or rebalance timeout passed.

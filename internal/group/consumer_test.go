@@ -666,3 +666,35 @@ func TestConsumerGroupFollowsTopicChanges(t *testing.T) {
 	}
 	h.checkReplay()
 }
+
+func TestConsumerGroupLeaveGroupRemovesMembers(t *testing.T) {
+	h := newCGHarness(t)
+	h.addTopic("t", 2)
+	inst := "i-1"
+	a, b := h.client("g", "a", "t"), h.client("g", "b", "t")
+	b.instanceID = &inst
+	a.beat()
+	b.beat()
+	settle(t, a, b)
+	epoch := h.s.consumers["g"].epoch
+	var code int16
+	var resps []kmsg.LeaveGroupResponseMember
+	h.run(func(_ uint64, out *output) {
+		code, resps = h.s.leave("g", []kmsg.LeaveGroupRequestMember{
+			{InstanceID: &inst}, // the admin client's removal by instance id
+			{MemberID: "nobody"},
+			{MemberID: "other", InstanceID: &inst}, // checked before anyone is fenced, as Kafka
+		}, h.nowMs, out)
+	})
+	if code != 0 || resps[0].ErrorCode != 0 || resps[1].ErrorCode != errUnknownMemberID || resps[2].ErrorCode != errFencedInstanceID {
+		t.Fatalf("leave: %d %+v", code, resps)
+	}
+	g := h.s.consumers["g"]
+	if g.members["b"] != nil || g.epoch != epoch+1 {
+		t.Fatalf("b still a member, or epoch %d", g.epoch)
+	}
+	if code := b.beat(); code != errUnknownMemberID && code != 0 {
+		t.Fatalf("b after removal: %d", code)
+	}
+	h.checkReplay()
+}

@@ -696,6 +696,10 @@ func (s *shard) leave(groupID string, members []kmsg.LeaveGroupRequestMember, no
 		resps[i].MemberID = lm.MemberID
 		resps[i].InstanceID = lm.InstanceID
 	}
+	if cg := s.consumers[groupID]; cg != nil {
+		s.leaveConsumerGroup(cg, members, resps, nowMs, out)
+		return 0, resps
+	}
 	g := s.groups[groupID]
 	if g == nil {
 		for i := range resps {
