@@ -65,7 +65,9 @@ type Broker struct {
 	lock   *dataDirLock
 	dir    metaProperties // the data directory's identity (meta.json)
 	meta   *node.Node     // the metadata log (metalog.go)
-	reg    *registration  // with the controller (registration.go); nil until started
+	pub    *publisher     // applies the metadata images to the registries (publisher.go)
+	ctl    controllerClient
+	reg    *registration // with the controller (registration.go); nil until started
 	// proposeFault, set only by tests, fails chosen metadata proposals before they reach
 	// the log, to check what a failed commit point leaves behind.
 	proposeFault atomic.Pointer[func([]wire.MetadataRecord) error]
@@ -73,10 +75,9 @@ type Broker struct {
 	topics       topics
 	defaults     brokerDefaults
 
-	// adminMu serializes topic creation, deletion and partition changes.
-	adminMu sync.Mutex
-	// partitionCount is how many partitions the broker hosts (internal topics included);
-	// changed under adminMu only. maxPartitions is max.broker.partitions (limits.go).
+	// partitionCount is how many partition logs the broker has open (internal topics
+	// included); changed by the publisher only. maxPartitions is max.broker.partitions
+	// (limits.go), which the controller enforces.
 	partitionCount atomic.Int64
 	maxPartitions  int64
 	// ratelog rate-limits log lines of failures that repeat per request (ratelog.go).
@@ -233,62 +234,30 @@ func (b *Broker) load() error {
 	if err := removeOrphanPartitionDirs(b.cfg.DataDir, recs); err != nil {
 		return err
 	}
+	// The publisher opens every partition of the current image (in parallel), before the
+	// broker serves; a partition whose log does not open is offline, and retried.
 	started := time.Now()
-	type slot struct {
-		t *topic
-		i int32
-	}
-	var slots []slot
-	for _, rec := range recs {
-		id := rec.ID
-		settings, err := b.resolveSettings(rec.Configs)
-		if err != nil {
-			return fmt.Errorf("topic %s: %w", rec.Name, err)
-		}
-		t := &topic{name: rec.Name, id: id, internal: isInternalTopic(rec.Name), configs: rec.Configs, settings: settings,
-			partitions: make([]*partition, rec.Partitions)}
-		for i := range rec.Partitions {
-			slots = append(slots, slot{t, i})
-		}
-		b.topics.byName[t.name] = t
-		b.topics.byID[t.id] = t
-	}
-	// Every partition opens on its own (a topic's partitions and topics alike), so they
-	// open in parallel; a failure closes every one that opened.
-	errs := parallel(len(slots), partitionWorkers, func(k int) error {
-		s := slots[k]
-		p, err := b.openPartition(s.t, s.i, s.t.settings)
-		s.t.partitions[s.i] = p
-		return err
-	})
-	if err := firstError(errs); err != nil {
-		for _, s := range slots {
-			if p := s.t.partitions[s.i]; p != nil {
-				b.closePartition(p)
-			}
-		}
-		clear(b.topics.byName)
-		clear(b.topics.byID)
-		return err
-	}
-	opened, clean := len(slots), 0
+	b.pub = newPublisher(b)
+	opened, follow := b.pub.start()
+	follow()
+	clean := 0
 	var scanned int64
-	for _, s := range slots {
-		r := s.t.partitions[s.i].log.Recovery()
+	for _, p := range opened {
+		r := p.log.Recovery()
 		scanned += r.ScannedBytes
 		if r.Clean {
 			clean++
 		}
 	}
-	b.partitionCount.Store(int64(opened))
-	if int64(opened) > b.maxPartitions {
+	if int64(len(opened)) > b.maxPartitions {
 		b.logger.Warn("the broker hosts more partitions than max.broker.partitions: no new ones can be created",
-			"partitions", opened, "max_broker_partitions", b.maxPartitions)
+			"partitions", len(opened), "max_broker_partitions", b.maxPartitions)
 	}
 	// clean: partitions whose clean-shutdown marker held (nothing read); scanned_bytes: log
 	// data read and checked by recovery; took: logs and producer state.
 	b.logger.Info("data directory loaded", "dir", b.cfg.DataDir, "cluster_id", b.ClusterID(), "topics", len(recs),
-		"partitions", opened, "max_broker_partitions", b.maxPartitions, "clean", clean, "scanned_bytes", scanned, "took", time.Since(started).Round(time.Millisecond))
+		"partitions", len(opened), "offline", b.pub.offline, "max_broker_partitions", b.maxPartitions, "clean", clean,
+		"scanned_bytes", scanned, "took", time.Since(started).Round(time.Millisecond))
 	return nil
 }
 
@@ -307,6 +276,9 @@ func (b *Broker) Close() error {
 	// A controlled shutdown first: the controller fences this broker while it still
 	// serves what it has.
 	b.stopRegistration()
+	// Then the publisher, which touches logs and coordinators: what the image says from
+	// here on is done at the next start (orphan directories removed, new logs opened).
+	b.stopPublisher()
 	close(b.stop)
 	b.closeCoordinators()
 	err := b.closeLogs()
@@ -322,8 +294,15 @@ func (b *Broker) stopRegistration() {
 	}
 }
 
+func (b *Broker) stopPublisher() {
+	if b.pub != nil {
+		b.pub.close()
+	}
+}
+
 func (b *Broker) closeMetadataLog() error {
 	b.stopRegistration()
+	b.stopPublisher()
 	if b.meta == nil {
 		return nil
 	}
@@ -334,7 +313,11 @@ func (b *Broker) closeLogs() error {
 	var parts []*partition
 	for _, t := range b.topics.all() {
 		ps, _ := t.snapshot()
-		parts = append(parts, ps...)
+		for _, p := range ps {
+			if p != nil {
+				parts = append(parts, p)
+			}
+		}
 	}
 	return errors.Join(parallel(len(parts), partitionWorkers, func(i int) error { return b.closePartition(parts[i]) })...)
 }
@@ -369,6 +352,9 @@ func (b *Broker) RunHousekeeping() {
 	for _, t := range b.topics.all() {
 		parts, settings := t.snapshot()
 		for _, p := range parts {
+			if p == nil {
+				continue
+			}
 			p.mu.Lock()
 			p.producers.Expire(b.now().UnixMilli())
 			p.pruneAborted(p.log.StartOffset())

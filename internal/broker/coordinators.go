@@ -61,12 +61,20 @@ func loadCoordinator[C comparable](b *Broker, slot *C, load func() (C, error)) (
 
 // groupCoordinator returns the group coordinator, creating __consumer_offsets and loading
 // it on first use.
+//
+// The internal topic is created before b.coord.mu is taken (here and for the other
+// coordinators): creating it waits for the publisher, which takes that lock to clean up
+// after deleted topics.
 func (b *Broker) groupCoordinator() (*group.Coordinator, error) {
+	if err := b.ensureInternalTopic(offsetsTopic, b.defaults.topic.OffsetsTopicNumPartitions()); err != nil {
+		return nil, err
+	}
 	return loadCoordinator(b, &b.coord.groups, b.loadGroupCoordinator)
 }
 
 func (b *Broker) loadGroupCoordinator() (*group.Coordinator, error) {
-	if err := b.ensureInternalTopic(offsetsTopic, b.defaults.topic.OffsetsTopicNumPartitions()); err != nil {
+	parts, err := b.internalPartitions(offsetsTopic)
+	if err != nil {
 		return nil, err
 	}
 	g, err := group.New(group.Config{
@@ -112,7 +120,7 @@ func (b *Broker) loadGroupCoordinator() (*group.Coordinator, error) {
 		},
 		Now:    b.now,
 		Logger: b.logger.With("component", "group-coordinator"),
-	}, b.internalPartitions(offsetsTopic))
+	}, parts)
 	if err != nil {
 		return nil, fmt.Errorf("load group coordinator: %w", err)
 	}
@@ -173,11 +181,15 @@ func (b *Broker) txnCoordinator() (*txn.Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := b.ensureInternalTopic(transactionStateTopic, b.defaults.topic.TransactionStateLogNumPartitions()); err != nil {
+		return nil, err
+	}
 	return loadCoordinator(b, &b.coord.txns, func() (*txn.Coordinator, error) { return b.loadTxnCoordinator(g) })
 }
 
 func (b *Broker) loadTxnCoordinator(g *group.Coordinator) (*txn.Coordinator, error) {
-	if err := b.ensureInternalTopic(transactionStateTopic, b.defaults.topic.TransactionStateLogNumPartitions()); err != nil {
+	parts, err := b.internalPartitions(transactionStateTopic)
+	if err != nil {
 		return nil, err
 	}
 	c, err := txn.New(txn.Config{
@@ -190,7 +202,7 @@ func (b *Broker) loadTxnCoordinator(g *group.Coordinator) (*txn.Coordinator, err
 		},
 		Now:    b.now,
 		Logger: b.logger.With("component", "txn-coordinator"),
-	}, b.internalPartitions(transactionStateTopic), txnBroker{b})
+	}, parts, txnBroker{b})
 	if err != nil {
 		return nil, fmt.Errorf("load transaction coordinator: %w", err)
 	}

@@ -1,14 +1,14 @@
 package broker
 
 import (
+	"context"
 	"maps"
 	"slices"
-	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/cluster/admin"
+	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/server"
 )
 
@@ -23,15 +23,13 @@ import (
 const shareVersionFeature = admin.ShareVersionFeature
 
 // featureSet reads the finalized levels from the metadata image (a level of 0 is not
-// finalized: Kafka removes a feature set to 0) and changes them through the log.
+// finalized: Kafka removes a feature set to 0); the controller changes them.
 type featureSet struct {
-	mu     sync.Mutex // serializes updates: each is checked against the levels before it
-	nodeID int32      // named in Kafka's "Local controller N ..." reasons
-	b      *Broker
+	b *Broker
 }
 
 func openFeatures(b *Broker) *featureSet {
-	return &featureSet{nodeID: b.cfg.NodeID, b: b}
+	return &featureSet{b: b}
 }
 
 // level returns a feature's finalized level (0 when not finalized).
@@ -68,36 +66,35 @@ func (b *Broker) shareGroupsEnabled() bool {
 	return b.features.level(shareVersionFeature) >= 1
 }
 
-// handleUpdateFeatures serves UpdateFeatures v0-v2 as a single-node KRaft controller
-// (ControllerApis.handleUpdateFeatures, QuorumController.updateFeatures; the rules are
-// admin.UpdateFeatures'): the new levels are in the metadata log before it answers.
-func (b *Broker) handleUpdateFeatures(req *server.Request, r *kmsg.UpdateFeaturesRequest) server.Reply {
-	f := b.features
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// handleUpdateFeatures forwards UpdateFeatures v0-v2 to the controller, which decides it
+// as a KRaft controller does (admin.UpdateFeatures): the new levels are in the metadata
+// log, and applied here, before it answers.
+func (b *Broker) handleUpdateFeatures(ctx context.Context, req *server.Request, r *kmsg.UpdateFeaturesRequest) server.Reply {
 	r.Version = req.Version
-	im, _ := b.image()
-	recs, changed, resp := admin.UpdateFeatures(im, r, f.nodeID)
-	if len(recs) > 0 {
-		if _, err := b.propose(recs...); err != nil {
-			resp = r.ResponseKind().(*kmsg.UpdateFeaturesResponse)
-			resp.Version = req.Version
-			resp.ErrorCode = kerr.FeatureUpdateFailed.Code
-			m := "The update failed for all features since the following feature had an error: " +
-				"Unable to update finalized features due to an unexpected server error: " + err.Error()
-			resp.ErrorMessage = &m
-			return server.Reply{Resp: resp}
+	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
+}
+
+// applyFeatures is the publisher's part for finalized features: a level that changed is
+// logged (not at start-up, logged reports the first image), and share groups switched off
+// (SharePartitionManager.onShareVersionToggle) drop their share sessions and share
+// partitions; acquired records come back when share groups are enabled again.
+func (b *Broker) applyFeatures(prev, next *metadata.Image, logged bool) {
+	if !logged {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(next.Features)) {
+		if level := next.Features[name]; level != prev.Features[name] {
+			b.logger.Info("finalized feature level changed", "feature", name, "level", level)
 		}
 	}
-	for name, level := range changed {
-		b.logger.Info("finalized feature level changed", "feature", name, "level", level)
+	for _, name := range slices.Sorted(maps.Keys(prev.Features)) {
+		if _, ok := next.Features[name]; !ok {
+			b.logger.Info("finalized feature level changed", "feature", name, "level", 0)
+		}
 	}
-	if level, ok := changed[shareVersionFeature]; ok && level < 1 {
-		// SharePartitionManager.onShareVersionToggle: share sessions and share partitions
-		// are dropped; acquired records come back when share groups are enabled again.
+	if prev.Features[shareVersionFeature] >= 1 && next.Features[shareVersionFeature] < 1 {
 		if s := b.loadedShares(); s != nil {
 			s.fetch.DropAll()
 		}
 	}
-	return server.Reply{Resp: resp}
 }

@@ -106,13 +106,14 @@ func (fr *fetchReply) finish(sess *fetchSession) {
 }
 
 func (b *Broker) lookupPartition(tg fetchTarget, version int16) *partition {
-	var t *topic
+	return partitionOf(b.fetchTopic(tg, version), tg.partition)
+}
+
+func (b *Broker) fetchTopic(tg fetchTarget, version int16) *topic {
 	if version >= 13 {
-		t = b.topics.getByID(tg.topicID)
-	} else {
-		t = b.topics.get(tg.topic)
+		return b.topics.getByID(tg.topicID)
 	}
-	return partitionOf(t, tg.partition)
+	return b.topics.get(tg.topic)
 }
 
 // readFetch reads every target once and builds the response, its records as file chunks
@@ -155,13 +156,14 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, response
 // partition of a response always gets at least one whole batch, even when it exceeds the
 // limits, so a consumer is never stuck behind a big batch.
 func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResponseTopicPartition, fr *fetchReply, budget int, firstInResponse, readCommitted bool) int64 {
-	p := b.lookupPartition(tg, version)
+	t := b.fetchTopic(tg, version)
+	p := partitionOf(t, tg.partition)
 	if p == nil {
+		missing := kerr.UnknownTopicOrPartition
 		if version >= 13 {
-			rp.ErrorCode = kerr.UnknownTopicID.Code
-		} else {
-			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			missing = kerr.UnknownTopicID
 		}
+		rp.ErrorCode = missingPartition(t, tg.partition, missing).Code
 		return 0
 	}
 	if code := checkLeaderEpoch(tg.leaderEpoch); code != 0 {

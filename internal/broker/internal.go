@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/batch"
@@ -18,38 +19,23 @@ const (
 	transactionStateTopic = "__transaction_state"
 )
 
-// ensureInternalTopic creates a coordinator's compacted topic on first use, with the
-// configs Kafka gives its internal topics. Caller holds b.coord.mu.
-func (b *Broker) ensureInternalTopic(name string, partitions int32) error {
-	return b.ensureInternalTopicWith(name, partitions, map[string]string{
-		"cleanup.policy":   "compact",
-		"compression.type": "producer",
-		"segment.bytes":    "104857600",
-	})
-}
-
-func (b *Broker) ensureInternalTopicWith(name string, partitions int32, configs map[string]string) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	if b.topics.get(name) != nil {
-		return nil
-	}
-	spec := topicSpec{name: name, partitions: partitions, configs: configs}
-	if _, aerr := b.createTopic(spec); aerr != nil {
-		return fmt.Errorf("create internal topic %s: %s", name, aerr.msg)
-	}
-	return nil
-}
-
-// internalPartitions returns a coordinator's view of an internal topic's partitions.
-func (b *Broker) internalPartitions(name string) []coordlog.Partition {
+// internalPartitions returns a coordinator's view of an internal topic's partitions; an
+// offline one (its log could not be opened) fails the coordinator's load, which is tried
+// again at its next use.
+func (b *Broker) internalPartitions(name string) ([]coordlog.Partition, error) {
 	t := b.topics.get(name)
+	if t == nil {
+		return nil, fmt.Errorf("internal topic %s does not exist", name)
+	}
 	parts, _ := t.snapshot()
 	out := make([]coordlog.Partition, len(parts))
 	for i, p := range parts {
+		if p == nil {
+			return nil, fmt.Errorf("%s-%d is offline: %w", name, i, kerr.KafkaStorageError)
+		}
 		out[i] = &internalPartition{b: b, p: p}
 	}
-	return out
+	return out, nil
 }
 
 // internalPartition implements coordlog.Partition over a partition of an internal topic.

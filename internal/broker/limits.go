@@ -2,15 +2,14 @@ package broker
 
 import (
 	"golang.org/x/sys/unix"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Partition limits. One request creates at most maxPartitionsPerRequest partitions (Kafka's
-// own cap, topicadmin.go); the broker as a whole hosts at most max.broker.partitions, so
-// that creating topics can never use up the descriptors (or memory) the broker needs to
-// accept connections and serve the partitions it has. Kafka has no such limit; KIP-578
-// proposed this name for it.
+// Partition limits. One request creates at most admin.MaxPartitionsPerRequest partitions
+// (Kafka's own cap); the broker as a whole hosts at most max.broker.partitions, so that
+// creating topics can never use up the descriptors (or memory) the broker needs to accept
+// connections and serve the partitions it has. Kafka has no such limit; KIP-578 proposed
+// this name for it. The controller enforces both (internal/cluster/admin), given the
+// broker's value at start (startController).
 
 // Default max.broker.partitions bounds.
 const (
@@ -44,18 +43,4 @@ func (d brokerDefaults) maxBrokerPartitions() int64 {
 		return int64(n)
 	}
 	return defaultMaxBrokerPartitions(openFileLimit())
-}
-
-// checkBrokerPartitions refuses adding n partitions when the broker would then host more
-// than max.broker.partitions. Internal topics are not checked (their few partitions are
-// created by the broker itself, and groups and transactions need them), but they count.
-// Caller holds adminMu, which serializes every change of the count.
-func (b *Broker) checkBrokerPartitions(n int64) *adminError {
-	have := b.partitionCount.Load()
-	if have+n <= b.maxPartitions {
-		return nil
-	}
-	return newAdminError(kerr.PolicyViolation,
-		"Adding %d partition(s) would exceed this broker's limit of %d partitions (max.broker.partitions); it hosts %d.",
-		n, b.maxPartitions, have)
 }

@@ -1,9 +1,12 @@
 package broker
 
 import (
+	"context"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/server"
 )
 
@@ -22,7 +25,7 @@ func (b *Broker) brokerList() []kmsg.MetadataResponseBroker {
 	return []kmsg.MetadataResponseBroker{br}
 }
 
-func (b *Broker) handleMetadata(req *server.Request, r *kmsg.MetadataRequest) server.Reply {
+func (b *Broker) handleMetadata(ctx context.Context, req *server.Request, r *kmsg.MetadataRequest) server.Reply {
 	resp := r.ResponseKind().(*kmsg.MetadataResponse)
 	resp.Brokers = b.brokerList()
 	cid := b.ClusterID()
@@ -39,12 +42,12 @@ func (b *Broker) handleMetadata(req *server.Request, r *kmsg.MetadataRequest) se
 	}
 	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || r.AllowAutoTopicCreation)
 	if autoCreate {
-		if n := b.autoCreatePartitions(r.Topics); n > maxPartitionsPerRequest {
+		if n := b.autoCreatePartitions(r.Topics); n > admin.MaxPartitionsPerRequest {
 			// Kafka sends the request's unknown topics to the controller as one CreateTopics,
 			// which refuses it whole (POLICY_VIOLATION, logged); the Metadata response names
 			// each of them UNKNOWN_TOPIC_OR_PARTITION either way.
 			b.logger.Warn("auto topic creation refused: Excessively large number of partitions per request.",
-				"partitions", n, "limit", maxPartitionsPerRequest)
+				"partitions", n, "limit", admin.MaxPartitionsPerRequest)
 			autoCreate = false
 		}
 	}
@@ -63,7 +66,7 @@ func (b *Broker) handleMetadata(req *server.Request, r *kmsg.MetadataRequest) se
 			t := b.topics.get(name)
 			if t == nil && autoCreate {
 				var err *kerr.Error
-				t, err = b.autoCreateTopic(name)
+				t, err = b.autoCreateTopic(ctx, name)
 				if err != nil {
 					resp.Topics = append(resp.Topics, topicError(&name, [16]byte{}, err))
 					continue
@@ -117,14 +120,21 @@ func (b *Broker) topicMetadata(t *topic, r *kmsg.MetadataRequest) kmsg.MetadataR
 		mt.AuthorizedOperations = allTopicOperations
 	}
 	parts, _ := t.snapshot()
-	for _, p := range parts {
+	for i, p := range parts {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition = p.index
+		mp.Partition = int32(i)
 		mp.Leader = b.cfg.NodeID
 		mp.LeaderEpoch = leaderEpoch
 		mp.Replicas = []int32{b.cfg.NodeID}
 		mp.ISR = []int32{b.cfg.NodeID}
 		mp.OfflineReplicas = []int32{}
+		if p == nil {
+			// Its log could not be opened here: as Kafka reports a partition whose only
+			// replica is on an offline log directory, without a leader.
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			mp.Leader = -1
+			mp.OfflineReplicas = []int32{b.cfg.NodeID}
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -20,16 +20,16 @@ import (
 // configs, finalized features, the producer-id bound, the cluster id) lives in the metadata
 // log, <data>/__cluster_metadata-0, applied to an image by internal/cluster/node. A
 // zero-config broker is that log's only voter: every change is one entry, durable (one
-// fsync) when it is applied. The broker's registries (topics, features, group configs,
-// producer ids) are what the image says, kept in memory for the hot paths and changed
-// only after the entry that changes them is applied.
+// fsync) when it is applied. The controller decides every change (controllercall.go); the
+// broker's registries are what the image says, kept in memory for the hot paths and
+// changed by the publisher (publisher.go) after the entry that changes them is applied.
 
 // metadataProposeTimeout bounds how long one metadata change may wait for its entry: a
 // lone voter applies it after one fsync, so only a failing disk makes it wait.
 const metadataProposeTimeout = 30 * time.Second
 
 // propose appends records to the metadata log as one atomic entry and returns once it is
-// applied, with the entry's index.
+// applied, with the entry's index: a new log's bootstrap, before the controller runs.
 func (b *Broker) propose(records ...wire.MetadataRecord) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
 	defer cancel()

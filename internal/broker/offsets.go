@@ -31,7 +31,7 @@ func (b *Broker) handleListOffsets(req *server.Request, r *kmsg.ListOffsetsReque
 			p := partitionOf(t, rp.Partition)
 			switch {
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = missingPartition(t, rp.Partition, kerr.UnknownTopicOrPartition).Code
 			case checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
 				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
 			default:
@@ -99,7 +99,7 @@ func (b *Broker) handleDeleteRecords(req *server.Request, r *kmsg.DeleteRecordsR
 			p := partitionOf(t, rp.Partition)
 			switch {
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = missingPartition(t, rp.Partition, kerr.UnknownTopicOrPartition).Code
 			case t.internal:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			default:

@@ -64,7 +64,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *server.Request, r *kmsg
 			case t == nil:
 				res = errResult(missing, "")
 			case t.partition(rp.Partition) == nil:
-				res = errResult(kerr.UnknownTopicOrPartition, "")
+				res = errResult(missingPartition(t, rp.Partition, kerr.UnknownTopicOrPartition), "")
 			case t.internal && !b.allowInternalWrites():
 				res = errResult(kerr.InvalidTopicException, "cannot append to internal topic "+t.name)
 			default:

@@ -34,7 +34,6 @@ const controlledShutdownWait = 5 * time.Second
 
 type registration struct {
 	b           *Broker
-	ctl         *controller.Driver
 	ctlCancel   context.CancelFunc
 	ctlDone     chan struct{}
 	incarnation [16]byte
@@ -57,10 +56,14 @@ func (b *Broker) startController() error {
 	if err != nil {
 		return err
 	}
-	cfg := controller.Config{NodeID: b.cfg.NodeID}
+	cfg := controller.Config{NodeID: b.cfg.NodeID, Admin: admin.Config{
+		Topic: b.defaults.topic, Group: b.groupCfg.broker, MaxBrokerPartitions: b.maxPartitions,
+		MaxReplicationFactor: 1, // until partitions are replicated (#13)
+	}}
 	ctl := controller.NewDriver(controller.Options{Config: cfg, Quorum: brokerQuorum{b}, Logger: b.logger})
+	b.ctl = localController{d: ctl, n: b.meta}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &registration{b: b, ctl: ctl, ctlCancel: cancel, ctlDone: make(chan struct{}), incarnation: newUUID(), dirID: dirID,
+	r := &registration{b: b, ctlCancel: cancel, ctlDone: make(chan struct{}), incarnation: newUUID(), dirID: dirID,
 		interval: 2 * time.Second, epoch: -1, fenced: true, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.ctlDone)
@@ -76,9 +79,10 @@ func (b *Broker) startController() error {
 	return nil
 }
 
-// call sends a controller request to the controller: this node's, in process.
+// call sends a controller request to the controller.
 func (r *registration) call(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	return r.ctl.Handle(ctx, req)
+	resp, _, err := r.b.ctl.Call(ctx, req)
+	return resp, err
 }
 
 // joinOnce registers if not registered, then heartbeats until unfenced.
@@ -162,7 +166,9 @@ func (r *registration) register(ctx context.Context) error {
 // round registers again).
 func (r *registration) heartbeat(ctx context.Context, wantShutdown bool) error {
 	epoch, _ := r.state()
-	_, applied := r.b.image()
+	// The metadata offset is what the broker has applied (its publisher), as KRaft's
+	// brokers report: unfenced only once it serves what it registered at.
+	applied := r.b.pub.applied()
 	req := kmsg.NewPtrBrokerHeartbeatRequest()
 	req.BrokerID, req.BrokerEpoch, req.CurrentMetadataOffset, req.WantShutdown = r.b.cfg.NodeID, epoch, int64(applied), wantShutdown
 	resp, err := r.call(ctx, req)

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,9 +25,8 @@ type topicSettings struct {
 // brokerDefaults are the broker-level configs: defaults for topics and the broker settings
 // exactq reads.
 type brokerDefaults struct {
-	numPartitions     int32
-	replicationFactor int16
-	topic             *topicconfig.BrokerDefaults
+	numPartitions int32
+	topic         *topicconfig.BrokerDefaults
 }
 
 func newBrokerDefaults(static map[string]string) (brokerDefaults, error) {
@@ -36,7 +34,7 @@ func newBrokerDefaults(static map[string]string) (brokerDefaults, error) {
 	if err != nil {
 		return brokerDefaults{}, fmt.Errorf("broker config: %w", err)
 	}
-	return brokerDefaults{numPartitions: d.NumPartitions(), replicationFactor: d.DefaultReplicationFactor(), topic: d}, nil
+	return brokerDefaults{numPartitions: d.NumPartitions(), topic: d}, nil
 }
 
 func (b *Broker) resolveSettings(overrides map[string]string) (topicSettings, error) {
@@ -84,48 +82,6 @@ func (s topicSettings) checkTimestamps(h kmsg.RecordBatch, nowMs int64) (int16, 
 	return 0, ""
 }
 
-// validateConfigs checks a topic's override set as Kafka does at creation.
-func (b *Broker) validateConfigs(configs map[string]string) *adminError {
-	if err := topicconfig.ValidateSet(configs, b.defaults.topic); err != nil {
-		return configAdminError(err)
-	}
-	return nil
-}
-
-func configAdminError(err error) *adminError {
-	var ce *topicconfig.Error
-	if errors.As(err, &ce) {
-		return &adminError{err: kerr.ErrorForCode(ce.Code()).(*kerr.Error), msg: ce.Message}
-	}
-	return newAdminError(kerr.InvalidConfig, "%v", err)
-}
-
-// createTopicsConfigs is the config list CreateTopics v5+ returns for a new topic.
-func (b *Broker) createTopicsConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
-	var out []kmsg.CreateTopicsResponseTopicConfig
-	for _, c := range topicconfig.Describe(overrides, b.defaults.topic, nil, false, false) {
-		rc := kmsg.NewCreateTopicsResponseTopicConfig()
-		rc.Name, rc.Value, rc.ReadOnly, rc.Source, rc.IsSensitive = c.Name, c.Value, c.ReadOnly, int8(c.Source), c.IsSensitive
-		out = append(out, rc)
-	}
-	return out
-}
-
 func validateTopicName(name string) error { return topicconfig.ValidateTopicName(name) }
 
 func isInternalTopic(name string) bool { return topicconfig.IsInternal(name) }
-
-// topicCollision returns an existing topic whose name differs from name only by '.' versus
-// '_' (they would clash in metric names), or "".
-func (b *Broker) topicCollision(name string) string {
-	if !topicconfig.HasCollisionChars(name) {
-		return ""
-	}
-	key := topicconfig.CollisionKey(name)
-	for _, t := range b.topics.all() {
-		if t.name != name && topicconfig.CollisionKey(t.name) == key {
-			return t.name
-		}
-	}
-	return ""
-}

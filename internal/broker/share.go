@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/group"
 	"github.com/exactq/exactq/internal/groupconfig"
 	"github.com/exactq/exactq/internal/server"
@@ -39,16 +40,20 @@ func (b *Broker) shares() (*shareStack, error) {
 	if err != nil {
 		return nil, err
 	}
+	n := b.brokerInt32("share.coordinator.state.topic.num.partitions", 50)
+	if err := b.ensureInternalTopicWith(shareGroupStateTopic, n, admin.ShareGroupStateConfigs); err != nil {
+		return nil, err
+	}
 	return loadCoordinator(b, &b.coord.shares, func() (*shareStack, error) { return b.loadShares(g) })
 }
 
 func (b *Broker) loadShares(g *group.Coordinator) (*shareStack, error) {
-	n := b.brokerInt32("share.coordinator.state.topic.num.partitions", 50)
-	if err := b.ensureInternalTopicWith(shareGroupStateTopic, n, map[string]string{
-		"cleanup.policy": "delete",
-		"retention.ms":   "-1",
-		"segment.bytes":  "104857600",
-	}); err != nil {
+	stateParts, err := b.internalPartitions(shareGroupStateTopic)
+	if err != nil {
+		return nil, err
+	}
+	offsetParts, err := b.internalPartitions(offsetsTopic)
+	if err != nil {
 		return nil, err
 	}
 	store, err := sharestate.New(sharestate.Config{
@@ -56,7 +61,7 @@ func (b *Broker) loadShares(g *group.Coordinator) (*shareStack, error) {
 		UpdatesPerSnapshot: int(b.brokerInt32("share.coordinator.snapshot.update.records.per.snapshot", 500)),
 		Now:                b.now,
 		Logger:             b.logger.With("component", "share-state"),
-	}, b.internalPartitions(shareGroupStateTopic))
+	}, stateParts)
 	if err != nil {
 		return nil, fmt.Errorf("load share-state store: %w", err)
 	}
@@ -93,7 +98,7 @@ func (b *Broker) loadShares(g *group.Coordinator) (*shareStack, error) {
 		DeleteShareState:     mgr.DeleteShareState,
 		Now:                  b.now,
 		Logger:               b.logger.With("component", "share-group-coordinator"),
-	}, b.internalPartitions(offsetsTopic))
+	}, offsetParts)
 	if err != nil {
 		mgr.Close()
 		store.Close()
@@ -517,6 +522,9 @@ func (b *Broker) pruneShareState() {
 	}
 	parts, _ := t.snapshot()
 	for _, p := range parts {
+		if p == nil {
+			continue
+		}
 		off, ok := s.store.LastRedundantOffset(p.index)
 		if !ok || off <= p.log.StartOffset() {
 			continue

@@ -24,9 +24,10 @@ type shareLogs struct{ b *Broker }
 var _ share.Logs = shareLogs{}
 
 func (s shareLogs) partition(topicID [16]byte, index int32) (*partition, error) {
-	p := partitionOf(s.b.topics.getByID(topicID), index)
+	t := s.b.topics.getByID(topicID)
+	p := partitionOf(t, index)
 	if p == nil {
-		return nil, kerr.UnknownTopicOrPartition
+		return nil, missingPartition(t, index, kerr.UnknownTopicOrPartition)
 	}
 	return p, nil
 }

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/cluster/node"
 	"github.com/exactq/exactq/internal/cluster/upgrade"
@@ -21,7 +22,8 @@ import (
 )
 
 // topic is a topic and its partitions. Partitions only grow (CreatePartitions); the slice
-// is replaced, never mutated, so readers holding an old slice stay valid.
+// is replaced, never mutated, so readers holding an old slice stay valid. The publisher
+// is the only writer (publisher.go); a nil partition is one whose log is offline here.
 type topic struct {
 	name     string
 	id       [16]byte
@@ -42,6 +44,22 @@ func (t *topic) partition(i int32) *partition {
 	return t.partitions[i]
 }
 
+// missingPartition is the error for partition i of t when t.partition(i) is nil:
+// KAFKA_STORAGE_ERROR when the partition exists but its log is offline here (see
+// publisher), otherwise missing (UNKNOWN_TOPIC_OR_PARTITION or its request's equivalent).
+func missingPartition(t *topic, i int32, missing *kerr.Error) *kerr.Error {
+	if t == nil {
+		return missing
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if i >= 0 && int(i) < len(t.partitions) && t.partitions[i] == nil {
+		return kerr.KafkaStorageError
+	}
+	return missing
+}
+
+// snapshot is the topic's partitions (nil where offline) and settings.
 func (t *topic) snapshot() ([]*partition, topicSettings) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -147,8 +165,6 @@ func removeOrphanPartitionDirs(dataDir string, topics []topicRecord) error {
 	}
 	return nil
 }
-
-var errTopicExists = errors.New("topic exists")
 
 // openPartition opens (recovering) one partition log and rebuilds its producer state from
 // the log, so idempotent producers keep their sequence checks across a restart.
