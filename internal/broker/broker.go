@@ -239,6 +239,7 @@ func (b *Broker) load() error {
 	started := time.Now()
 	b.pub = newPublisher(b)
 	opened, follow := b.pub.start()
+	offline := b.pub.offline // the goroutine owns it from here
 	follow()
 	clean := 0
 	var scanned int64
@@ -256,7 +257,7 @@ func (b *Broker) load() error {
 	// clean: partitions whose clean-shutdown marker held (nothing read); scanned_bytes: log
 	// data read and checked by recovery; took: logs and producer state.
 	b.logger.Info("data directory loaded", "dir", b.cfg.DataDir, "cluster_id", b.ClusterID(), "topics", len(recs),
-		"partitions", len(opened), "offline", b.pub.offline, "max_broker_partitions", b.maxPartitions, "clean", clean,
+		"partitions", len(opened), "offline", offline, "max_broker_partitions", b.maxPartitions, "clean", clean,
 		"scanned_bytes", scanned, "took", time.Since(started).Round(time.Millisecond))
 	return nil
 }
