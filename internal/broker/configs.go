@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,18 +51,4 @@ func (b *Broker) handleDescribeConfigs(req *server.Request, r *kmsg.DescribeConf
 		resp.Resources = append(resp.Resources, res)
 	}
 	return server.Reply{Resp: resp}
-}
-
-// AlterConfigs and IncrementalAlterConfigs (topics and groups; dynamic broker configs are
-// refused) are decided by the controller (admin.AlterConfigs, admin.IncrementalAlterConfigs)
-// and answered once the publisher has given the topics' open partitions their settings.
-
-func (b *Broker) handleAlterConfigs(ctx context.Context, req *server.Request, r *kmsg.AlterConfigsRequest) server.Reply {
-	r.Version = req.Version
-	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
-}
-
-func (b *Broker) handleIncrementalAlterConfigs(ctx context.Context, req *server.Request, r *kmsg.IncrementalAlterConfigsRequest) server.Reply {
-	r.Version = req.Version
-	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
 }

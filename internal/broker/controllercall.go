@@ -8,6 +8,7 @@ import (
 
 	"github.com/exactq/exactq/internal/cluster/controller"
 	"github.com/exactq/exactq/internal/cluster/node"
+	"github.com/exactq/exactq/internal/server"
 )
 
 // The broker decides no metadata change itself: topic admin (CreateTopics, DeleteTopics,
@@ -71,6 +72,14 @@ func (c localController) CreateInternalTopic(ctx context.Context, req controller
 		return t, 0, err
 	}
 	return t, c.applied(), nil
+}
+
+// forwardReply serves a client's admin request (CreateTopics, DeleteTopics,
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, UpdateFeatures: the controller
+// decides them all) by forwarding it at the version it came in.
+func (b *Broker) forwardReply(ctx context.Context, req *server.Request, r kmsg.Request) server.Reply {
+	r.SetVersion(req.Version)
+	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
 }
 
 // forwardAdmin sends a client's admin request to the controller and returns the answer

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"maps"
 	"slices"
 
@@ -9,7 +8,6 @@ import (
 
 	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/cluster/metadata"
-	"github.com/exactq/exactq/internal/server"
 )
 
 // Feature flags (KIP-584), as KRaft keeps them: the finalized level of each feature is a
@@ -64,14 +62,6 @@ func (b *Broker) Features(resp *kmsg.ApiVersionsResponse) {
 // shareGroupsEnabled is KafkaApis.isShareGroupProtocolEnabled: share.version >= 1.
 func (b *Broker) shareGroupsEnabled() bool {
 	return b.features.level(shareVersionFeature) >= 1
-}
-
-// handleUpdateFeatures forwards UpdateFeatures v0-v2 to the controller, which decides it
-// as a KRaft controller does (admin.UpdateFeatures): the new levels are in the metadata
-// log, and applied here, before it answers.
-func (b *Broker) handleUpdateFeatures(ctx context.Context, req *server.Request, r *kmsg.UpdateFeaturesRequest) server.Reply {
-	r.Version = req.Version
-	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
 }
 
 // applyFeatures is the publisher's part for finalized features: a level that changed is

@@ -115,9 +115,9 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	case *kmsg.FindCoordinatorRequest:
 		return b.handleFindCoordinator(req, r)
 	case *kmsg.CreateTopicsRequest:
-		return b.handleCreateTopics(ctx, req, r)
+		return b.forwardReply(ctx, req, r)
 	case *kmsg.DeleteTopicsRequest:
-		return b.handleDeleteTopics(ctx, req, r)
+		return b.forwardReply(ctx, req, r)
 	case *kmsg.DeleteRecordsRequest:
 		return b.handleDeleteRecords(req, r)
 	case *wire.InitProducerIDRequest:
@@ -128,11 +128,11 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	case *kmsg.DescribeConfigsRequest:
 		return b.handleDescribeConfigs(req, r)
 	case *kmsg.AlterConfigsRequest:
-		return b.handleAlterConfigs(ctx, req, r)
+		return b.forwardReply(ctx, req, r)
 	case *kmsg.IncrementalAlterConfigsRequest:
-		return b.handleIncrementalAlterConfigs(ctx, req, r)
+		return b.forwardReply(ctx, req, r)
 	case *kmsg.CreatePartitionsRequest:
-		return b.handleCreatePartitions(ctx, req, r)
+		return b.forwardReply(ctx, req, r)
 	case *kmsg.DescribeClusterRequest:
 		return b.handleDescribeCluster(req, r)
 	case *kmsg.DescribeProducersRequest:
@@ -164,7 +164,7 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 	case *kmsg.DeleteShareGroupOffsetsRequest:
 		return b.handleDeleteShareGroupOffsets(ctx, req, r)
 	case *kmsg.UpdateFeaturesRequest:
-		return b.handleUpdateFeatures(ctx, req, r)
+		return b.forwardReply(ctx, req, r)
 	case *wire.TxnShareAcknowledgeRequest:
 		return b.handleTxnShareAcknowledge(ctx, req, r)
 	case *kmsg.JoinGroupRequest:

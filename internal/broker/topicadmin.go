@@ -7,31 +7,13 @@ import (
 	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/cluster/controller"
-	"github.com/exactq/exactq/internal/server"
 )
 
-// Topic admin is decided by the controller (controllercall.go); these handlers forward the
-// client's request and answer what the controller answered, once the publisher has
-// applied it here.
-
-func (b *Broker) handleCreateTopics(ctx context.Context, req *server.Request, r *kmsg.CreateTopicsRequest) server.Reply {
-	r.Version = req.Version
-	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
-}
-
-func (b *Broker) handleDeleteTopics(ctx context.Context, req *server.Request, r *kmsg.DeleteTopicsRequest) server.Reply {
-	r.Version = req.Version
-	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
-}
-
-func (b *Broker) handleCreatePartitions(ctx context.Context, req *server.Request, r *kmsg.CreatePartitionsRequest) server.Reply {
-	r.Version = req.Version
-	return server.Reply{Resp: b.forwardAdmin(ctx, req.ClientID, r)}
-}
+// Topic admin requests are forwarded to the controller (controllercall.go, forwardReply);
+// these are the two topic creations the broker itself asks for.
 
 // autoCreateTopic asks the controller for a topic a client named in Metadata, with the
 // defaults, and returns it once the publisher has opened it here. Kafka's broker answers
