@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/exactq/exactq/internal/security/acl"
 	"github.com/exactq/exactq/wire"
 )
 
@@ -21,6 +22,8 @@ type Delta struct {
 	brokers       map[int32]struct{}
 	configs       map[ConfigResource]struct{}
 	features      map[string]struct{}
+	acls          map[acl.ID]struct{}
+	scram         map[ScramKey]struct{}
 }
 
 // Apply applies batch to im atomically: the new image and what changed, or an error
@@ -37,7 +40,8 @@ func Apply(im *Image, batch []wire.MetadataRecord) (*Image, *Delta, error) {
 // entry must agree on the epoch.
 func ApplyEntry(im *Image, index uint64, batch []wire.MetadataRecord) (*Image, *Delta, error) {
 	b := &builder{im: *im, index: index, d: &Delta{Before: im, topics: map[TopicID]struct{}{}, brokers: map[int32]struct{}{},
-		configs: map[ConfigResource]struct{}{}, features: map[string]struct{}{}}, ownedParts: map[TopicID]bool{}}
+		configs: map[ConfigResource]struct{}{}, features: map[string]struct{}{},
+		acls: map[acl.ID]struct{}{}, scram: map[ScramKey]struct{}{}}, ownedParts: map[TopicID]bool{}}
 	for i, r := range batch {
 		if err := b.apply(r); err != nil {
 			return nil, nil, fmt.Errorf("%w: record %d of %d (%s): %v", ErrRefused, i, len(batch), r.Type(), err)
@@ -55,6 +59,7 @@ type builder struct {
 	index                                              uint64 // the entry's raft index; 0 outside the log
 	d                                                  *Delta
 	ownBrokers, ownTopics, ownNames, ownConfigs, ownFt bool
+	ownACLs, ownScram                                  bool
 	ownedParts                                         map[TopicID]bool
 }
 
@@ -297,6 +302,9 @@ func (b *builder) apply(r wire.MetadataRecord) error {
 			}
 		}
 	default:
+		if ok, err := b.applySecurity(r); ok {
+			return err
+		}
 		return fmt.Errorf("no rule for %T", r)
 	}
 	return nil

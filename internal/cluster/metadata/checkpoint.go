@@ -6,8 +6,8 @@ import (
 
 // Records is the image as records, the body of a checkpoint: applied in order to Empty()
 // they give an image equal to im (TestCheckpointReplays). Deterministic: features,
-// brokers, topics (each with its partitions and configs), then the other configs and the
-// producer-id block, each in key order. Records are written at the highest version
+// brokers, topics (each with its partitions and configs), then the other configs, the ACLs,
+// the SCRAM credentials and the producer-id block, each in key order. Records are written at the highest version
 // (every field the image keeps is in it).
 func (im *Image) Records() []wire.MetadataRecord {
 	var out []wire.MetadataRecord
@@ -57,6 +57,7 @@ func (im *Image) Records() []wire.MetadataRecord {
 			configs(res)
 		}
 	}
+	im.securityRecords(add)
 	if im.ProducerIDs.Next != 0 {
 		add(&wire.ProducerIdsRecord{BrokerID: im.ProducerIDs.BrokerID, BrokerEpoch: im.ProducerIDs.BrokerEpoch, NextProducerID: im.ProducerIDs.Next})
 	}

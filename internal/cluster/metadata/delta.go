@@ -121,6 +121,9 @@ func Compose(d, e *Delta) *Delta {
 	maps.Copy(c.brokers, e.brokers)
 	maps.Copy(c.configs, e.configs)
 	maps.Copy(c.features, e.features)
+	c.acls, c.scram = maps.Clone(d.acls), maps.Clone(d.scram)
+	maps.Copy(c.acls, e.acls)
+	maps.Copy(c.scram, e.scram)
 	return c
 }
 

@@ -11,6 +11,7 @@ package metadata
 
 import (
 	"cmp"
+	"github.com/exactq/exactq/internal/security/acl"
 	"maps"
 	"slices"
 )
@@ -96,8 +97,7 @@ type Cluster struct {
 }
 
 // Image is the cluster metadata at one point of the log. Its maps and partitions are
-// shared with other images: read them, never write them. Users and ACLs (#14) get their
-// own maps here, applied the same way.
+// shared with other images: read them, never write them.
 type Image struct {
 	Cluster      Cluster
 	Brokers      map[int32]*Broker
@@ -106,6 +106,8 @@ type Image struct {
 	Configs      map[ConfigResource]map[string]string
 	Features     map[string]int16
 	ProducerIDs  ProducerIDs
+	ACLs         map[acl.ID]acl.ACL           // by id (AccessControlEntryRecord)
+	Scram        map[ScramKey]ScramCredential // UserScramCredentialRecord
 }
 
 // Empty is the image before any record.
@@ -116,6 +118,8 @@ func Empty() *Image {
 		TopicsByName: map[string]TopicID{},
 		Configs:      map[ConfigResource]map[string]string{},
 		Features:     map[string]int16{},
+		ACLs:         map[acl.ID]acl.ACL{},
+		Scram:        map[ScramKey]ScramCredential{},
 	}
 }
 

@@ -3,6 +3,7 @@ package metadata
 import (
 	"bytes"
 	"errors"
+	"github.com/exactq/exactq/internal/security/acl"
 	"reflect"
 	"testing"
 
@@ -70,7 +71,9 @@ func genRecord(t *rapid.T, im *Image) wire.MetadataRecord {
 		}
 		return rapid.Int64Range(0, 20).Draw(t, "epoch")
 	}
-	switch rapid.IntRange(0, 11).Draw(t, "kind") {
+	switch rapid.IntRange(0, 15).Draw(t, "kind") {
+	case 12, 13, 14:
+		return genSecurityRecord(t, im)
 	case 0:
 		return &wire.RegisterBrokerRecord{BrokerID: brokerID, BrokerEpoch: rapid.Int64Range(0, 20).Draw(t, "epoch"),
 			Fenced: rapid.Bool().Draw(t, "fenced"), EndPoints: []wire.RegisterBrokerRecordEndPoint{{Name: "PLAINTEXT", Host: "h", Port: 9092}}}
@@ -268,15 +271,21 @@ type deltaSummary struct {
 	Configs    []ConfigResource
 	Features   []string
 	PIDs, Clus bool
+	ACLsAdded  []acl.ACL
+	ACLsGone   []acl.ACL
+	Scram      []ScramKey
 }
 
 func summary(d *Delta) deltaSummary {
-	return deltaSummary{d.Topics(), d.Partitions(), d.Brokers(), d.Configs(), d.Features(), d.ProducerIDsChanged(), d.ClusterChanged()}
+	added, removed := d.ACLChanges()
+	return deltaSummary{d.Topics(), d.Partitions(), d.Brokers(), d.Configs(), d.Features(), d.ProducerIDsChanged(), d.ClusterChanged(),
+		added, removed, d.ScramChanges()}
 }
 
 // checkDeltaComplete: every topic, broker, config resource and feature that differs
 // between the images is in the delta.
 func checkDeltaComplete(t *rapid.T, d *Delta) {
+	checkSecurityDelta(t, d)
 	changed := 0
 	for id := range union(d.Before.TopicsByID, d.After.TopicsByID) {
 		if !reflect.DeepEqual(d.Before.TopicsByID[id], d.After.TopicsByID[id]) {
