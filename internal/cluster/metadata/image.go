@@ -106,8 +106,10 @@ type Image struct {
 	Configs      map[ConfigResource]map[string]string
 	Features     map[string]int16
 	ProducerIDs  ProducerIDs
-	ACLs         map[acl.ID]acl.ACL           // by id (AccessControlEntryRecord)
-	Scram        map[ScramKey]ScramCredential // UserScramCredentialRecord
+	// ACLs (AccessControlEntryRecord, by id) and SCRAM credentials (UserScramCredentialRecord)
+	// are nil until the first such record: reading a nil map is reading an empty one.
+	ACLs  map[acl.ID]acl.ACL
+	Scram map[ScramKey]ScramCredential
 }
 
 // Empty is the image before any record.
@@ -118,8 +120,6 @@ func Empty() *Image {
 		TopicsByName: map[string]TopicID{},
 		Configs:      map[ConfigResource]map[string]string{},
 		Features:     map[string]int16{},
-		ACLs:         map[acl.ID]acl.ACL{},
-		Scram:        map[ScramKey]ScramCredential{},
 	}
 }
 

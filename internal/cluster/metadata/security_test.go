@@ -58,7 +58,8 @@ func checkSecurityDelta(t *rapid.T, d *Delta) {
 		t.Fatalf("index after the delta %v, the image's %v", ix.All(), want.All())
 	}
 	n := 0
-	keys := maps.Clone(d.Before.Scram)
+	keys := map[ScramKey]ScramCredential{}
+	maps.Copy(keys, d.Before.Scram)
 	maps.Copy(keys, d.After.Scram)
 	for k := range keys {
 		b, okB := d.Before.Scram[k]
