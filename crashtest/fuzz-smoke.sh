@@ -16,6 +16,9 @@
 # batch FuzzRecordWindow (a stream window of a few bytes finds what an in-place walk
 # finds), compress FuzzDecompress (streaming equals whole decompression, allocation
 # bounded by MemoryBound).
+# The SASL targets: internal/security/sasl FuzzScramExchange, FuzzPlainExchange and
+# FuzzOAuthExchange (no client token authenticates without the password or a key of the
+# key set; every failure is an authentication failure, never a server error).
 #
 # When a target fails, `go test` writes the failing input to <package>/testdata/fuzz/<Target>/
 # and prints it. Reproduce with `go test -run '^<Target>/<file>$' ./<package>`; commit the
