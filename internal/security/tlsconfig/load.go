@@ -15,11 +15,7 @@ import (
 func LoadKeystore(storeType string, data []byte, password string) (tls.Certificate, error) {
 	switch storeType {
 	case StoreTypePEM:
-		for rest := data; ; {
-			var b *pem.Block
-			if b, rest = pem.Decode(rest); b == nil {
-				break
-			}
+		for _, b := range pemBlocks(data) {
 			if b.Type == "ENCRYPTED PRIVATE KEY" {
 				return tls.Certificate{}, errors.New("tlsconfig: the PEM keystore's key is encrypted, which is not supported")
 			}
@@ -53,11 +49,7 @@ func LoadTruststore(storeType string, data []byte, password string) (*x509.CertP
 	var certs []*x509.Certificate
 	switch storeType {
 	case StoreTypePEM:
-		for rest := data; ; {
-			var b *pem.Block
-			if b, rest = pem.Decode(rest); b == nil {
-				break
-			}
+		for _, b := range pemBlocks(data) {
 			if b.Type != "CERTIFICATE" {
 				continue
 			}
@@ -95,6 +87,17 @@ func LoadTruststore(storeType string, data []byte, password string) (*x509.CertP
 		pool.AddCert(c)
 	}
 	return pool, nil
+}
+
+func pemBlocks(data []byte) []*pem.Block {
+	var out []*pem.Block
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return out
+		}
+		out = append(out, b)
+	}
 }
 
 func pemCerts(c *x509.Certificate) []byte {

@@ -1,9 +1,11 @@
 package tlsconfig
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -13,8 +15,7 @@ import (
 )
 
 // Server is a TLS listener's configuration, reloaded when the keystore or truststore
-// file changes. The handshake path checks the files' modification time and size at most
-// once per CheckInterval; a change is loaded whole (keystore and truststore together)
+// file changes. The handshake path reads the files at most once per CheckInterval; a change is loaded whole (keystore and truststore together)
 // and serves the next handshakes, while connections already open keep theirs. A file
 // that does not load (half written, wrong password) leaves the previous configuration in
 // place and is tried again at the next check. Safe for concurrent use.
@@ -27,8 +28,8 @@ type Server struct {
 	onReloadError func(error)
 
 	current atomic.Pointer[tls.Config]
-	mu      sync.Mutex // held while checking and reloading
-	stamps  [2]fileStamp
+	mu      sync.Mutex        // held while checking and reloading
+	loaded  [sha256.Size]byte // digest of the files current was built from
 	checked time.Time
 }
 
@@ -41,11 +42,6 @@ type Options struct {
 // DefaultCheckInterval is how often, at most, the handshake path looks at the files.
 const DefaultCheckInterval = time.Second
 
-type fileStamp struct {
-	modTime time.Time
-	size    int64
-}
-
 // NewServer loads cfg's files and returns the server configuration.
 func NewServer(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.check(); err != nil {
@@ -56,11 +52,15 @@ func NewServer(cfg Config, opts Options) (*Server, error) {
 	if s.checkInterval == 0 {
 		s.checkInterval = DefaultCheckInterval
 	}
-	stamps, conf, err := s.load()
+	files, err := s.read()
 	if err != nil {
 		return nil, err
 	}
-	s.stamps = stamps
+	conf, err := s.build(files)
+	if err != nil {
+		return nil, err
+	}
+	s.loaded = files.digest()
 	s.current.Store(conf)
 	s.checked = time.Now()
 	return s, nil
@@ -85,20 +85,20 @@ func (s *Server) maybeReload(now time.Time) {
 		return
 	}
 	s.checked = now
-	stamps, err := s.stat()
+	files, err := s.read()
 	if err != nil {
 		s.reloadFailed(err)
 		return
 	}
-	if stamps == s.stamps {
+	if files.digest() == s.loaded {
 		return
 	}
-	stamps, conf, err := s.load()
+	conf, err := s.build(files)
 	if err != nil {
 		s.reloadFailed(err)
 		return
 	}
-	s.stamps = stamps
+	s.loaded = files.digest()
 	s.current.Store(conf)
 }
 
@@ -108,35 +108,55 @@ func (s *Server) reloadFailed(err error) {
 	}
 }
 
-func (s *Server) stat() ([2]fileStamp, error) {
-	var out [2]fileStamp
-	for i, path := range []string{s.cfg.KeystoreLocation, s.cfg.TruststoreLocation} {
-		if path == "" {
-			continue
-		}
-		fi, err := os.Stat(path)
-		if err != nil {
-			return out, fmt.Errorf("tlsconfig: %w", err)
-		}
-		out[i] = fileStamp{fi.ModTime(), fi.Size()}
-	}
-	return out, nil
+// storeFiles are the keystore's and truststore's bytes. A change is found by comparing
+// their digest, not the files' modification times: file systems stamp times at a clock
+// tick of some milliseconds, and a certificate rewritten within one tick at the same size
+// would be missed. The files are a few KiB, read at most once per CheckInterval.
+type storeFiles struct{ keystore, truststore []byte }
+
+func (f storeFiles) digest() [sha256.Size]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:", len(f.keystore))
+	h.Write(f.keystore)
+	h.Write(f.truststore)
+	return [sha256.Size]byte(h.Sum(nil))
 }
 
-// load reads both files, stamping them before reading so that a write racing the read is
-// seen again at the next check.
-func (s *Server) load() ([2]fileStamp, *tls.Config, error) {
-	stamps, err := s.stat()
-	if err != nil {
-		return stamps, nil, err
+func (s *Server) read() (storeFiles, error) {
+	var f storeFiles
+	var err error
+	if f.keystore, err = readLimited(s.cfg.KeystoreLocation); err != nil {
+		return f, fmt.Errorf("tlsconfig: ssl.keystore.location: %w", err)
 	}
-	ks, err := os.ReadFile(s.cfg.KeystoreLocation)
-	if err != nil {
-		return stamps, nil, fmt.Errorf("tlsconfig: ssl.keystore.location: %w", err)
+	if s.cfg.TruststoreLocation != "" {
+		if f.truststore, err = readLimited(s.cfg.TruststoreLocation); err != nil {
+			return f, fmt.Errorf("tlsconfig: ssl.truststore.location: %w", err)
+		}
 	}
-	cert, err := LoadKeystore(s.cfg.KeystoreType, ks, s.cfg.KeystorePassword)
+	return f, nil
+}
+
+// maxStoreBytes bounds a keystore or truststore file: a chain of certificates or a
+// bundle of CAs is far smaller.
+const maxStoreBytes = 16 << 20
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return stamps, nil, err
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxStoreBytes+1))
+	if err == nil && len(b) > maxStoreBytes {
+		err = fmt.Errorf("%s is larger than %d bytes", path, maxStoreBytes)
+	}
+	return b, err
+}
+
+func (s *Server) build(files storeFiles) (*tls.Config, error) {
+	cert, err := LoadKeystore(s.cfg.KeystoreType, files.keystore, s.cfg.KeystorePassword)
+	if err != nil {
+		return nil, err
 	}
 	conf := &tls.Config{
 		Certificates: []tls.Certificate{cert},
@@ -145,12 +165,8 @@ func (s *Server) load() ([2]fileStamp, *tls.Config, error) {
 		CipherSuites: s.cfg.CipherSuites,
 	}
 	if s.cfg.TruststoreLocation != "" {
-		ts, err := os.ReadFile(s.cfg.TruststoreLocation)
-		if err != nil {
-			return stamps, nil, fmt.Errorf("tlsconfig: ssl.truststore.location: %w", err)
-		}
-		if conf.ClientCAs, err = LoadTruststore(s.cfg.TruststoreType, ts, s.cfg.TruststorePassword); err != nil {
-			return stamps, nil, err
+		if conf.ClientCAs, err = LoadTruststore(s.cfg.TruststoreType, files.truststore, s.cfg.TruststorePassword); err != nil {
+			return nil, err
 		}
 	}
 	switch s.cfg.ClientAuth {
@@ -159,7 +175,7 @@ func (s *Server) load() ([2]fileStamp, *tls.Config, error) {
 	case ClientAuthRequired:
 		conf.ClientAuth = tls.RequireAndVerifyClientCert
 	}
-	return stamps, conf, nil
+	return conf, nil
 }
 
 // Anonymous is Kafka's KafkaPrincipal.ANONYMOUS: a TLS client without a certificate.
