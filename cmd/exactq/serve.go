@@ -48,6 +48,9 @@ type serveOptions struct {
 	processRoles     string
 	voters           string
 	controllerListen string
+	// Kafka's broker.heartbeat.interval.ms and broker.session.timeout.ms.
+	heartbeatInterval time.Duration
+	sessionTimeout    time.Duration
 }
 
 func defaultServeOptions() serveOptions {
@@ -65,6 +68,8 @@ func defaultServeOptions() serveOptions {
 		logLevel:              "info",
 		brokerConfigs:         map[string]string{},
 		processRoles:          "broker,controller",
+		heartbeatInterval:     2 * time.Second,
+		sessionTimeout:        9 * time.Second,
 	}
 }
 
@@ -81,7 +86,11 @@ var fileKeys = map[string]string{
 	"auto.create.topics.enable":               "auto-create-topics", "log.level": "log-level",
 	"metrics.listen": "metrics-listen",
 	"process.roles":  "process-roles", "controller.quorum.voters": "voters",
+	"broker.heartbeat.interval.ms": "broker-heartbeat-interval", "broker.session.timeout.ms": "broker-session-timeout",
 }
+
+// msKeys are the file keys given in milliseconds whose flags are durations.
+var msKeys = map[string]bool{"connections.max.idle.ms": true, "broker.heartbeat.interval.ms": true, "broker.session.timeout.ms": true}
 
 // serveFlags defines serve's flags on fs, bound to opts (which holds their defaults), and
 // returns the --config flag's value.
@@ -107,6 +116,8 @@ func serveFlags(fs *pflag.FlagSet, opts *serveOptions) *string {
 	fs.StringVar(&opts.processRoles, "process-roles", opts.processRoles, "broker,controller (a broker and a metadata voter; the only roles for now)")
 	fs.StringVar(&opts.voters, "voters", "", "the metadata quorum's voters and their controller listeners, id@host:port,... (controller.quorum.voters); empty: this node alone")
 	fs.StringVar(&opts.controllerListen, "controller-listen", "", "where the controller listener binds (raft messages and controller requests); voters of a several-node quorum only")
+	fs.DurationVar(&opts.heartbeatInterval, "broker-heartbeat-interval", opts.heartbeatInterval, "how often the broker heartbeats to the controller (broker.heartbeat.interval.ms)")
+	fs.DurationVar(&opts.sessionTimeout, "broker-session-timeout", opts.sessionTimeout, "a broker not heard from this long is fenced by the controller, its partitions leaderless (broker.session.timeout.ms)")
 	fs.IntVar(&opts.txnShareAckKey, "txn-share-ack-key", 95, "API key of KIP-1289's TxnShareAcknowledge; -1 turns transactional share acknowledgements off")
 	return configFile
 }
@@ -158,6 +169,9 @@ func applyConfigKey(fs *pflag.FlagSet, k, v string, brokerConfigs map[string]str
 	if k == "log.dirs" || k == "log.dir" {
 		return logDirs(fs, v)
 	}
+	if k == "advertised.listeners" {
+		return advertisedListeners(fs, v)
+	}
 	if !isFlag {
 		brokerConfigs[k] = v
 		return nil
@@ -165,7 +179,7 @@ func applyConfigKey(fs *pflag.FlagSet, k, v string, brokerConfigs map[string]str
 	if fs.Changed(flagName) {
 		return nil
 	}
-	if k == "connections.max.idle.ms" {
+	if msKeys[k] {
 		ms, err := strconv.Atoi(v)
 		if err != nil {
 			return err
@@ -186,8 +200,9 @@ func serve(opts serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if cluster.multiNode() {
-		return errMultiNodeUnwired
+	if opts.heartbeatInterval <= 0 || opts.sessionTimeout <= opts.heartbeatInterval {
+		return fmt.Errorf("broker.session.timeout.ms (%v) must be longer than broker.heartbeat.interval.ms (%v), which must be positive",
+			opts.sessionTimeout, opts.heartbeatInterval)
 	}
 	var fsync broker.FsyncPolicy
 	switch opts.fsync {
@@ -218,15 +233,19 @@ func serve(opts serveOptions) error {
 		return err
 	}
 	b, err := broker.Open(broker.Config{
-		DataDir:          opts.dataDir,
-		NodeID:           int32(opts.nodeID),
-		AdvertisedHost:   host,
-		AdvertisedPort:   int32(port),
-		AutoCreateTopics: opts.autoCreate,
-		Fsync:            fsync,
-		BrokerConfigs:    opts.brokerConfigs,
-		TxnShareAckKey:   int16(opts.txnShareAckKey),
-		Logger:           logger,
+		DataDir:           opts.dataDir,
+		NodeID:            int32(opts.nodeID),
+		AdvertisedHost:    host,
+		AdvertisedPort:    int32(port),
+		AutoCreateTopics:  opts.autoCreate,
+		Fsync:             fsync,
+		BrokerConfigs:     opts.brokerConfigs,
+		TxnShareAckKey:    int16(opts.txnShareAckKey),
+		Voters:            cluster.Voters,
+		ControllerListen:  cluster.ControllerListen,
+		HeartbeatInterval: opts.heartbeatInterval,
+		SessionTimeout:    opts.sessionTimeout,
+		Logger:            logger,
 	})
 	if err != nil {
 		return errors.Join(err, ln.Close())

@@ -21,14 +21,6 @@ type clusterSettings struct {
 	ControllerListen string           // where this node's controller listener binds
 }
 
-// multiNode reports a cluster of several voters (one naming this node alone is a lone voter).
-func (c clusterSettings) multiNode() bool { return len(c.Voters) > 1 }
-
-// errMultiNodeUnwired is serve's answer to several voters until the broker passes them to
-// its node (node.Config.Cluster exists; broker.Config has no field for it yet).
-var errMultiNodeUnwired = errors.New("multi-node clusters are not wired into the broker yet: " +
-	"run one node without --voters (or with voters naming this node alone)")
-
 // clusterOf checks the roles, node id, voters and controller listener.
 func clusterOf(opts serveOptions) (clusterSettings, error) {
 	var c clusterSettings
@@ -80,6 +72,38 @@ func clusterOf(opts serveOptions) (clusterSettings, error) {
 	return c, nil
 }
 
+// advertisedListeners sets --advertised from Kafka's advertised.listeners, which names at
+// most the client listener (PLAINTEXT://host:port); a CONTROLLER entry is allowed and
+// ignored, as Kafka ignores it for brokers (the controller listener is what the voters
+// list names).
+func advertisedListeners(fs *pflag.FlagSet, v string) error {
+	var client string
+	entries, err := listenerEntries(v)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name, addr, entry := e[0], e[1], e[0]+"://"+e[1]
+		if err := node.CheckAddr(addr); err != nil {
+			return err
+		}
+		switch {
+		case strings.EqualFold(name, "PLAINTEXT"):
+			if client != "" {
+				return errors.New("two PLAINTEXT entries")
+			}
+			client = addr
+		case strings.EqualFold(name, "CONTROLLER"):
+		default:
+			return fmt.Errorf("%q: exactq has one client listener, PLAINTEXT", entry)
+		}
+	}
+	if client == "" || fs.Changed("advertised") {
+		return nil
+	}
+	return fs.Set("advertised", client)
+}
+
 // fileListeners holds the properties keys that only make sense together: Kafka's
 // listeners list and the names in controller.listener.names.
 type fileListeners struct {
@@ -114,15 +138,12 @@ func (fl *fileListeners) resolve(fs *pflag.FlagSet) error {
 		return fmt.Errorf("controller.listener.names=%s: exactq has one controller listener", ctlName)
 	}
 	var client, ctl string
-	for entry := range strings.SplitSeq(fl.listeners, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		name, addr, ok := strings.Cut(entry, "://")
-		if !ok {
-			return fmt.Errorf("listeners: %q is not NAME://host:port", entry)
-		}
+	entries, err := listenerEntries(fl.listeners)
+	if err != nil {
+		return fmt.Errorf("listeners: %w", err)
+	}
+	for _, e := range entries {
+		name, addr, entry := e[0], e[1], e[0]+"://"+e[1]
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("listeners: %q: %v", entry, err)
 		}
@@ -152,6 +173,24 @@ func (fl *fileListeners) resolve(fs *pflag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// listenerEntries splits a Kafka listener list, "NAME://host:port,...", into its
+// (name, address) pairs, skipping empty entries.
+func listenerEntries(v string) ([][2]string, error) {
+	var out [][2]string
+	for entry := range strings.SplitSeq(v, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		name, addr, ok := strings.Cut(entry, "://")
+		if !ok {
+			return nil, fmt.Errorf("%q is not NAME://host:port", entry)
+		}
+		out = append(out, [2]string{name, addr})
+	}
+	return out, nil
 }
 
 // logDirs sets --data-dir from log.dirs (or log.dir), which must name one directory.

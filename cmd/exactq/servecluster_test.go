@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClusterSettings: the cluster flags and properties keys (Kafka's spelling) parse into
@@ -53,27 +54,13 @@ func TestClusterSettings(t *testing.T) {
 		{name: "listener without scheme", file: "listeners=:9092\n", err: "not NAME://host:port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := tc.args
-			if tc.file != "" {
-				path := filepath.Join(t.TempDir(), "server.properties")
-				if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				args = append([]string{"--config", path}, args...)
-			}
-			opts, err := parseServe(args)
+			opts, err := parseServeWithFile(t, tc.file, tc.args)
 			var c clusterSettings
 			if err == nil {
 				c, err = clusterOf(opts)
 			}
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err %v, want one with %q", err, tc.err)
-				}
+			if !wantErr(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(c.Voters) != tc.voters || c.ControllerListen != tc.ctl {
 				t.Fatalf("voters %v controller listener %q, want %d voters and %q", c.Voters, c.ControllerListen, tc.voters, tc.ctl)
@@ -93,14 +80,81 @@ func TestClusterSettings(t *testing.T) {
 	}
 }
 
-// Several voters are refused before anything is opened, until the broker passes them to
-// its node; one naming this node alone starts as a lone voter would.
-func TestServeRefusesSeveralVoters(t *testing.T) {
+// parseServeWithFile parses args after a --config file holding file (none when empty).
+func parseServeWithFile(t *testing.T, file string, args []string) (serveOptions, error) {
+	if file != "" {
+		path := filepath.Join(t.TempDir(), "server.properties")
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append([]string{"--config", path}, args...)
+	}
+	return parseServe(args)
+}
+
+// wantErr fails t unless err matches want ("" = no error, else a substring of it); it
+// reports whether the case goes on (no error wanted, none had).
+func wantErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err %v, want one with %q", err, want)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// advertised.listeners and the broker heartbeat keys (Kafka's spelling, in milliseconds)
+// set their flags; flags win, and what exactq cannot serve is refused.
+func TestAdvertisedAndHeartbeatKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		args       []string
+		err        string
+		advertised string
+		heartbeat  time.Duration
+		session    time.Duration
+	}{
+		{name: "defaults", heartbeat: 2 * time.Second, session: 9 * time.Second},
+		{name: "kafka keys", file: "advertised.listeners=PLAINTEXT://broker1.example:19092,CONTROLLER://broker1.example:9093\n" +
+			"broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000\n",
+			advertised: "broker1.example:19092", heartbeat: 500 * time.Millisecond, session: 3 * time.Second},
+		{name: "flags win", file: "advertised.listeners=PLAINTEXT://a:1\nbroker.session.timeout.ms=3000\n",
+			args: []string{"--advertised", "b:2", "--broker-session-timeout", "4s"}, advertised: "b:2", heartbeat: 2 * time.Second, session: 4 * time.Second},
+		{name: "other listener", file: "advertised.listeners=SSL://a:1\n", err: "one client listener"},
+		{name: "no port", file: "advertised.listeners=PLAINTEXT://a\n", err: "missing port"},
+		{name: "not a number", file: "broker.heartbeat.interval.ms=fast\n", err: "invalid syntax"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts, err := parseServeWithFile(t, tc.file, tc.args)
+			if !wantErr(t, err, tc.err) {
+				return
+			}
+			if opts.advertised != tc.advertised || opts.heartbeatInterval != tc.heartbeat || opts.sessionTimeout != tc.session {
+				t.Fatalf("advertised %q heartbeat %v session %v, want %q %v %v", opts.advertised, opts.heartbeatInterval, opts.sessionTimeout,
+					tc.advertised, tc.heartbeat, tc.session)
+			}
+			for _, k := range []string{"advertised.listeners", "broker.heartbeat.interval.ms", "broker.session.timeout.ms"} {
+				if _, ok := opts.brokerConfigs[k]; ok {
+					t.Fatalf("%s passed to the broker as a topic-default config", k)
+				}
+			}
+		})
+	}
+}
+
+// A session timeout not above the heartbeat interval would fence every broker between
+// two heartbeats: refused before anything is opened.
+func TestServeRefusesSessionWithinHeartbeat(t *testing.T) {
 	opts := defaultServeOptions()
-	opts.nodeID, opts.voters, opts.controllerListen = 1, "1@127.0.0.1:19093,2@127.0.0.1:19094,3@127.0.0.1:19095", "127.0.0.1:19093"
+	opts.heartbeatInterval, opts.sessionTimeout = 2*time.Second, time.Second
 	opts.dataDir = filepath.Join(t.TempDir(), "data")
-	if err := serve(opts); !errors.Is(err, errMultiNodeUnwired) {
-		t.Fatalf("serve with three voters: %v, want %v", err, errMultiNodeUnwired)
+	if err := serve(opts); err == nil || !strings.Contains(err.Error(), "must be longer") {
+		t.Fatalf("serve: %v, want the refusal", err)
 	}
 	if _, err := os.Stat(opts.dataDir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused serve created its data directory: %v", err)

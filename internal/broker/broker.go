@@ -9,6 +9,7 @@ import (
 	"github.com/exactq/exactq/internal/server"
 	"github.com/exactq/exactq/wire"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactq/exactq/internal/cluster/controller"
 	"github.com/exactq/exactq/internal/cluster/node"
+	"github.com/exactq/exactq/internal/cluster/peer"
 	"github.com/exactq/exactq/internal/compress"
 	"github.com/exactq/exactq/internal/log"
 	"github.com/exactq/exactq/internal/producerstate"
@@ -50,6 +53,22 @@ type Config struct {
 	// TxnShareAckKey is the API key TxnShareAcknowledge (KIP-1289) is served at: 0 means
 	// wire.TxnShareAcknowledgeDefaultKey (95), negative turns the feature off (not advertised).
 	TxnShareAckKey int16
+	// Voters are the metadata quorum's voters, node id → controller listener (Kafka's
+	// controller.quorum.voters), this node among them. Nil, or this node alone without
+	// a controller listener, is a lone voter: the zero-config node, which opens no
+	// controller listener and is its own controller.
+	Voters map[int32]string
+	// ControllerListen is where the controller listener binds (raft messages and the
+	// controller requests of the other brokers); ControllerListener is one already bound
+	// (tests bind 127.0.0.1:0). Needed with other voters.
+	ControllerListen   string
+	ControllerListener net.Listener
+	// HeartbeatInterval is broker.heartbeat.interval.ms (0 = 2 s): how often the broker
+	// heartbeats to the controller. SessionTimeout is broker.session.timeout.ms (0 = 9 s):
+	// how long this node's controller, while it leads, waits for a broker's heartbeat
+	// before fencing it (its partitions leaderless).
+	HeartbeatInterval time.Duration
+	SessionTimeout    time.Duration
 	// HousekeepingInterval is how often retention and compaction run (Kafka's
 	// log.retention.check.interval.ms, default 5 minutes).
 	HousekeepingInterval time.Duration
@@ -67,7 +86,11 @@ type Broker struct {
 	meta   *node.Node     // the metadata log (metalog.go)
 	pub    *publisher     // applies the metadata images to the registries (publisher.go)
 	ctl    controllerClient
-	reg    *registration // with the controller (registration.go); nil until started
+	driver *controller.Driver // this node's controller; it decides while this node leads
+	// ctlTransport carries the controller requests to the other voters' controller
+	// listeners; nil for a lone voter.
+	ctlTransport *peer.TCP
+	reg          *registration // with the controller (registration.go); nil until started
 	// proposeFault, set only by tests, fails chosen metadata proposals before they reach
 	// the log, to check what a failed commit point leaves behind.
 	proposeFault atomic.Pointer[func([]wire.MetadataRecord) error]
@@ -221,15 +244,18 @@ func (b *Broker) load() error {
 	if b.dir, err = loadOrCreateMeta(b.cfg.DataDir, b.cfg.NodeID); err != nil {
 		return err
 	}
+	if b.groupCfg, err = openGroupConfigs(b, b.cfg.BrokerConfigs); err != nil {
+		return err
+	}
+	// The controller exists before the node opens: with other voters, the node's
+	// controller listener hands it the other brokers' requests from the start.
+	b.driver = b.newDriver()
 	if err := b.openMetadataLog(); err != nil {
 		return err
 	}
 	im, _ := b.image()
 	b.features = openFeatures(b)
 	b.pids = openProducerIDs(b, im)
-	if b.groupCfg, err = openGroupConfigs(b, b.cfg.BrokerConfigs); err != nil {
-		return err
-	}
 	recs := topicsOf(im)
 	if err := removeOrphanPartitionDirs(b.cfg.DataDir, recs); err != nil {
 		return err

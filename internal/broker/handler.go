@@ -42,6 +42,7 @@ var implemented = []int16{
 	42, // DeleteGroups
 	44, // IncrementalAlterConfigs
 	47, // OffsetDelete
+	55, // DescribeQuorum (forwarded to the controller, as Kafka 4.x brokers do)
 	57, // UpdateFeatures
 	60, // DescribeCluster
 	61, // DescribeProducers
@@ -135,6 +136,8 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.forwardReply(ctx, req, r)
 	case *kmsg.DescribeClusterRequest:
 		return b.handleDescribeCluster(req, r)
+	case *kmsg.DescribeQuorumRequest:
+		return b.handleDescribeQuorum(ctx, req, r)
 	case *kmsg.DescribeProducersRequest:
 		return b.handleDescribeProducers(req, r)
 	case *kmsg.AddPartitionsToTxnRequest:

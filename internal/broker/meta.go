@@ -232,13 +232,18 @@ func (p *producerIDs) reserve() error {
 	req.BrokerID, req.BrokerEpoch = p.b.cfg.NodeID, epoch
 	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
 	defer cancel()
-	resp, err := r.call(ctx, req)
+	resp, idx, err := p.b.ctl.Call(ctx, req)
 	if err != nil {
 		return err
 	}
 	ar := resp.(*kmsg.AllocateProducerIDsResponse)
 	if err := kerr.ErrorForCode(ar.ErrorCode); err != nil {
 		return fmt.Errorf("AllocateProducerIds: %w", err)
+	}
+	// A produce's producer id is checked against this node's image (issued): the block's
+	// record must be applied here before an id of it is handed out.
+	if err := p.b.meta.WaitApplied(ctx, idx); err != nil {
+		return fmt.Errorf("AllocateProducerIds: applying the block: %w", err)
 	}
 	p.next, p.limit = ar.ProducerIDStart, ar.ProducerIDStart+int64(ar.ProducerIDLen)
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/exactq/exactq/internal/cluster/admin"
@@ -74,13 +75,21 @@ func (b *Broker) openMetadataLog() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
 	defer cancel()
-	n, err := node.Open(ctx, node.Config{NodeID: b.cfg.NodeID, DataDir: dataDir, Logger: b.logger})
+	var opened atomic.Pointer[node.Node] // for the cluster's callbacks, which may run before Open returns
+	cluster, err := b.clusterConfig(&opened)
 	if err != nil {
 		return err
 	}
+	n, err := node.Open(ctx, node.Config{NodeID: b.cfg.NodeID, DataDir: dataDir, Logger: b.logger, Cluster: cluster})
+	if err != nil {
+		return err
+	}
+	opened.Store(n)
 	b.meta = n
 	im, _ := n.Image()
-	if im.Cluster.ID == "" {
+	if im.Cluster.ID == "" && !b.multiVoter() {
+		// A lone voter bootstraps its own log; a new cluster of several voters gets its
+		// first records from its first controller (newDriver).
 		recs := append([]wire.MetadataRecord{&wire.ClusterRecord{ClusterID: b.dir.ClusterID, CreatedMillis: b.now().UnixMilli()}},
 			admin.InitialFeatures()...)
 		if legacy {
@@ -111,6 +120,44 @@ func (b *Broker) openMetadataLog() error {
 		return log.WriteFileDurable(dataDir, upgrade.TopicsDir, []byte("exactq keeps its topics in "+node.LogDir+"/\n"))
 	}
 	return nil
+}
+
+// clusterConfig is the node's cluster part: nil for the zero-config node (no voters).
+// Its callbacks read the node through opened, set once node.Open returns.
+func (b *Broker) clusterConfig(opened *atomic.Pointer[node.Node]) (*node.Cluster, error) {
+	if len(b.cfg.Voters) == 0 {
+		return nil, nil
+	}
+	dirID, err := b.dir.directoryID()
+	if err != nil {
+		return nil, err
+	}
+	imageOf := func() *metadata.Image {
+		if n := opened.Load(); n != nil {
+			im, _ := n.Image()
+			return im
+		}
+		return nil
+	}
+	return &node.Cluster{
+		Voters: b.cfg.Voters, Listener: b.cfg.ControllerListener, ListenAddr: b.cfg.ControllerListen,
+		DirectoryID: dirID,
+		DirectoryOf: func(id int32) ([16]byte, bool) {
+			if im := imageOf(); im != nil {
+				if br := im.Brokers[id]; br != nil && len(br.LogDirs) > 0 {
+					return br.LogDirs[0], true
+				}
+			}
+			return [16]byte{}, false
+		},
+		ClusterID: func() string {
+			if im := imageOf(); im != nil {
+				return im.Cluster.ID
+			}
+			return ""
+		},
+		Controller: b.driver.HandleAny,
+	}, nil
 }
 
 // bootstrapEntryBytes is the size at which bootstrapEntries starts a new entry, well

@@ -12,6 +12,9 @@ import (
 
 	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/cluster/controller"
+	"github.com/exactq/exactq/internal/cluster/metadata"
+	"github.com/exactq/exactq/internal/cluster/peer"
+	"github.com/exactq/exactq/wire"
 )
 
 // The broker's life with the controller (docs/architecture.md, "Registration, heartbeats,
@@ -49,22 +52,60 @@ type registration struct {
 	stopOnce sync.Once
 }
 
-// startController starts this node's controller and registers with it: on return the
-// broker is registered and unfenced, or a background loop keeps trying.
+// newDriver is this node's controller (it decides only while this node leads). A node
+// with other voters gives it the records a new cluster starts with: the first controller
+// of the log proposes them (a lone voter's broker bootstraps its log itself).
+func (b *Broker) newDriver() *controller.Driver {
+	cfg := controller.Config{NodeID: b.cfg.NodeID, Admin: admin.Config{
+		Topic: b.defaults.topic, Group: b.groupCfg.broker, MaxBrokerPartitions: b.maxPartitions,
+		MaxReplicationFactor: 1, // until partitions are replicated (#13)
+	}, HeartbeatInterval: b.cfg.HeartbeatInterval, SessionTimeout: b.cfg.SessionTimeout}
+	if b.multiVoter() {
+		cfg.Bootstrap = append([]wire.MetadataRecord{&wire.ClusterRecord{ClusterID: b.dir.ClusterID, CreatedMillis: b.now().UnixMilli()}},
+			admin.InitialFeatures()...)
+	}
+	return controller.NewDriver(controller.Options{Config: cfg, Quorum: brokerQuorum{b}, Logger: b.logger})
+}
+
+// multiVoter: the node is configured with other voters.
+func (b *Broker) multiVoter() bool {
+	for id := range b.cfg.Voters {
+		if id != b.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}
+
+// heartbeatInterval is broker.heartbeat.interval.ms.
+func (b *Broker) heartbeatInterval() time.Duration {
+	if b.cfg.HeartbeatInterval > 0 {
+		return b.cfg.HeartbeatInterval
+	}
+	return 2 * time.Second
+}
+
+// startController starts this node's controller and registers with the cluster's: on
+// return the broker is registered and unfenced, or a background loop keeps trying.
 func (b *Broker) startController() error {
 	dirID, err := b.dir.directoryID()
 	if err != nil {
 		return err
 	}
-	cfg := controller.Config{NodeID: b.cfg.NodeID, Admin: admin.Config{
-		Topic: b.defaults.topic, Group: b.groupCfg.broker, MaxBrokerPartitions: b.maxPartitions,
-		MaxReplicationFactor: 1, // until partitions are replicated (#13)
-	}}
-	ctl := controller.NewDriver(controller.Options{Config: cfg, Quorum: brokerQuorum{b}, Logger: b.logger})
-	b.ctl = localController{d: ctl, n: b.meta}
+	ctl := b.driver
+	local := localController{d: ctl, n: b.meta}
+	if b.meta.Clustered() {
+		// Connections of the broker's own to the controller listeners, not the node's
+		// raft connections (see node.ControllerAddrOf); closed after the controlled
+		// shutdown.
+		b.ctlTransport = peer.NewTCP(peer.Config{Self: b.cfg.NodeID, Addr: b.meta.ControllerAddrOf})
+		b.ctl = networkController{self: b.cfg.NodeID, local: local, tr: b.ctlTransport, logger: b.logger}
+	} else {
+		b.ctl = local
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &registration{b: b, ctlCancel: cancel, ctlDone: make(chan struct{}), incarnation: newUUID(), dirID: dirID,
-		interval: 2 * time.Second, epoch: -1, fenced: true, stop: make(chan struct{}), done: make(chan struct{})}
+		interval: b.heartbeatInterval(), epoch: -1, fenced: true, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(r.ctlDone)
 		_ = ctl.Run(ctx)
@@ -125,7 +166,10 @@ func (r *registration) Epoch() int64 {
 
 func (r *registration) register(ctx context.Context) error {
 	b := r.b
-	im, _ := b.image()
+	im, err := r.clusterImage(ctx)
+	if err != nil {
+		return err
+	}
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.BrokerID, req.ClusterID, req.IncarnationID = b.cfg.NodeID, im.Cluster.ID, r.incarnation
 	l := kmsg.NewBrokerRegistrationRequestListener()
@@ -160,6 +204,23 @@ func (r *registration) register(ctx context.Context) error {
 	r.mu.Unlock()
 	b.logger.Info("registered with the controller", "broker_epoch", rr.BrokerEpoch)
 	return nil
+}
+
+// clusterImage is the image once it holds the cluster id, which a registration names: at
+// once on a bootstrapped log, after the first controller's first entry in a new cluster
+// of several voters.
+func (r *registration) clusterImage(ctx context.Context) (*metadata.Image, error) {
+	for {
+		im, _ := r.b.image()
+		if im.Cluster.ID != "" {
+			return im, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no cluster id in the metadata log yet: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // heartbeat sends one BrokerHeartbeat; a stale epoch forgets the registration (the next
@@ -238,4 +299,7 @@ func (r *registration) doShutdown() {
 	}
 	r.ctlCancel()
 	<-r.ctlDone
+	if t := r.b.ctlTransport; t != nil {
+		t.Close()
+	}
 }

@@ -51,6 +51,13 @@ type Config struct {
 	// NewTopicID draws topic ids (drawn again while taken); nil = random UUIDs.
 	NewTopicID func() metadata.TopicID
 
+	// Bootstrap are the records the first controller of a log without a ClusterRecord
+	// proposes, as one entry, at its first tick: a new cluster of several voters (whose
+	// first entries, written by raft's bootstrap, hold no records) gets its cluster id and
+	// feature levels this way, once. Nil: a log without a ClusterRecord stays so (a lone
+	// voter's broker bootstraps its log itself, before the controller runs).
+	Bootstrap []wire.MetadataRecord
+
 	// maxBatchBytes bounds a batch an admin request is cut into: metadata.MaxEntryBytes,
 	// lower in tests (building megabytes of valid records through the admin checks is
 	// slow).
@@ -223,7 +230,15 @@ func (c *Core) Tick(latest *metadata.Image, now time.Time) (Result, error) {
 		}
 	}
 	var r Result
+	if latest.Cluster.ID == "" && len(c.cfg.Bootstrap) > 0 {
+		// Nothing else is decided on a log without a cluster (registrations are refused):
+		// once this entry is applied (or latest moves past it), it is not proposed again.
+		r.Records = slices.Clone(c.cfg.Bootstrap)
+	}
 	for _, id := range sortedBrokerIDs(latest) {
+		if len(r.Records) > 0 {
+			break
+		}
 		br := latest.Brokers[id]
 		if s := c.sessions[id]; !br.Fenced && now.Sub(s.lastContact) > c.cfg.SessionTimeout {
 			r.Records = c.fence(latest, br)

@@ -276,6 +276,17 @@ func (n *Node) ControllerAddr() string {
 	return n.net.ln.Addr().String()
 }
 
+// ControllerAddrOf is a voter's controller listener (host:port), where controller
+// requests for it go: what the log's conf changes say of it, else the configured voters'.
+// A broker sends its controller requests on connections of its own (not Transport's):
+// the raft messages of a connection wait for the answers before them, and a controller
+// request's answer waits for its entry to commit, which needs those raft messages.
+func (n *Node) ControllerAddrOf(node int32) (string, bool) { return n.controllerAddr(node) }
+
+// Clustered reports whether the node has other voters to reach (a controller listener,
+// raft traffic); false for a lone voter.
+func (n *Node) Clustered() bool { return n.net != nil }
+
 // Controller is the node id of the raft leader this node knows of, where controller
 // requests go; ok false while it knows none (an election is on, or its loop is stopped).
 // The leader answers NOT_CONTROLLER until its term's first entry is applied, which
