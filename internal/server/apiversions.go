@@ -22,8 +22,9 @@ import (
 //
 // The response header of ApiVersions is always v0 (no tagged-field byte), at every version.
 
-// apiVersionsReply builds the response for a decoded ApiVersions request on connection ci.
-func (s *Server) apiVersionsReply(d *decoded, ci *ConnInfo) *kmsg.ApiVersionsResponse {
+// apiVersionsReply builds the response for a decoded ApiVersions request on connection ci,
+// listing apiKeys (the listener's: SASL listeners add SaslHandshake and SaslAuthenticate).
+func (s *Server) apiVersionsReply(d *decoded, ci *ConnInfo, apiKeys []kmsg.ApiVersionsResponseApiKey) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	if d.apiVersionsFallback {
 		resp.SetVersion(0)
@@ -47,7 +48,7 @@ func (s *Server) apiVersionsReply(d *decoded, ci *ConnInfo) *kmsg.ApiVersionsRes
 		return resp
 	}
 	// A copy, so a Features implementation cannot alter the shared list.
-	resp.ApiKeys = append([]kmsg.ApiVersionsResponseApiKey(nil), s.apiKeys...)
+	resp.ApiKeys = append([]kmsg.ApiVersionsResponseApiKey(nil), apiKeys...)
 	if req.Version >= 3 {
 		s.h.Features(resp)
 		if req.Version < 4 {

@@ -46,6 +46,14 @@ type conn struct {
 	ip       netip.Addr
 	listener string
 
+	// auth is the connection's authentication (the listener's protocol and where the
+	// client is in it); reader goroutine only, but for the handshake slot the writer
+	// releases after the reader has ended. apis and apiKeys are the listener's API table
+	// and ApiVersions list. Read-only after creation.
+	auth    *connAuth
+	apis    *apiTable
+	apiKeys []kmsg.ApiVersionsResponseApiKey
+
 	// ctx is passed to Handle; cancelled when the connection ends or the server shuts down.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -76,16 +84,30 @@ type pending struct {
 	correlationID int32
 	reply         Reply
 	charge        requestCharge // released once the reply is written or dropped
+	// raw, when not nil, is a bare SASL token to write in a size-prefixed frame with no
+	// response header (after SaslHandshake v0).
+	raw []byte
 }
 
 func newConn(s *Server, nc net.Conn, ip netip.Addr, listener string) *conn {
+	lc := s.cfg.Listeners[listener]
 	info := &ConnInfo{
-		ID:         s.nextConnID.Add(1),
-		RemoteAddr: nc.RemoteAddr(),
-		LocalAddr:  nc.LocalAddr(),
+		ID:               s.nextConnID.Add(1),
+		RemoteAddr:       nc.RemoteAddr(),
+		LocalAddr:        nc.LocalAddr(),
+		Listener:         listener,
+		SecurityProtocol: lc.protocol(),
+		Principal:        Anonymous,
+	}
+	apis, apiKeys := s.apis, s.apiKeys
+	if lc.protocol().usesSASL() {
+		apis, apiKeys = s.saslAPIs, s.saslAPIKeys
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	return &conn{
+		auth:     &connAuth{listener: lc},
+		apis:     apis,
+		apiKeys:  apiKeys,
 		s:        s,
 		nc:       nc,
 		ip:       ip,
@@ -146,6 +168,10 @@ const readerBufBytes = 32 << 10
 
 func (c *conn) readLoop() {
 	defer close(c.replies)
+	if err := c.secure(); err != nil {
+		c.log.Info("closing connection: not secured", "listener", c.listener, "err", err)
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, readerBufBytes)
 	for {
 		if c.ctx.Err() != nil {
@@ -159,7 +185,19 @@ func (c *conn) readLoop() {
 			c.logReadEnd(err)
 			return
 		}
-		d, err := decodeRequest(frame, c.s.apis, func(decodedBytes int64) error {
+		if c.auth.rawTokens {
+			// After SaslHandshake v0 the frame is a bare token, not a request.
+			p := pending{key: 36, version: -1}
+			c.rawToken(frame, &p)
+			c.release(charge)
+			c.inflight.Add(1)
+			c.replies <- p
+			if p.reply.Close {
+				return
+			}
+			continue
+		}
+		d, err := decodeRequest(frame, c.apis, func(decodedBytes int64) error {
 			return c.chargeDecoded(&charge, decodedBytes)
 		})
 		if err != nil {
@@ -174,8 +212,27 @@ func (c *conn) readLoop() {
 			return
 		}
 		p := pending{key: d.key, version: d.version, correlationID: d.correlationID}
+		verdict, err := c.gate(&d, &p)
+		if verdict == closeConn {
+			c.release(charge)
+			c.log.Info("closing connection", "listener", c.listener, "err", err)
+			return
+		}
+		if verdict == answered {
+			// Server-answered requests reference no frame bytes once answered (the
+			// exchange copies what it keeps).
+			putFrame(frame)
+			c.release(charge)
+			p.charge = requestCharge{}
+			c.inflight.Add(1)
+			c.replies <- p
+			if p.reply.Close {
+				return
+			}
+			continue
+		}
 		if d.key == 18 {
-			resp := c.s.apiVersionsReply(&d, c.info)
+			resp := c.s.apiVersionsReply(&d, c.info, c.apiKeys)
 			p.version = resp.Version
 			p.reply = Reply{Resp: resp}
 		} else {
@@ -271,8 +328,8 @@ func (c *conn) readFrame(br *bufio.Reader) ([]byte, requestCharge, error) {
 	}
 	size := int32(binary.BigEndian.Uint32(hdr))
 	_, _ = br.Discard(4)
-	if size < 0 || size > c.s.cfg.MaxRequestBytes {
-		return nil, none, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, c.s.cfg.MaxRequestBytes)
+	if maxBytes := c.maxFrameBytes(); size < 0 || size > maxBytes {
+		return nil, none, fmt.Errorf("%w: %d (max %d)", ErrFrameSize, size, maxBytes)
 	}
 	charge, err := c.admitFrame(br, int(size))
 	if err != nil {
@@ -425,6 +482,7 @@ func (c *conn) writeLoop() {
 		_ = bw.Flush()
 	}
 	c.kill()
+	c.auth.releaseSlot() // the reader has ended (it closed the queue)
 	c.connClosed()
 	c.s.connEnded(c)
 }
@@ -440,6 +498,16 @@ func (c *conn) writeReply(bw *bufio.Writer, p pending, scratch []byte) (_ []byte
 			ok = false
 		}
 	}()
+	if p.raw != nil {
+		scratch = binary.BigEndian.AppendUint32(scratch, uint32(len(p.raw)))
+		scratch = append(scratch, p.raw...)
+		c.armWriteDeadline()
+		if _, err := bw.Write(scratch); err != nil {
+			c.log.Debug("write failed", "err", err)
+			return scratch, false
+		}
+		return scratch, true
+	}
 	resp := p.reply.Resp
 	if p.reply.Wait != nil {
 		// Send what is buffered before possibly blocking: earlier responses must not wait

@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/exactq/exactq/internal/security/sasl"
+	"github.com/exactq/exactq/internal/security/tlsconfig"
 )
 
 // Connection limits, as Kafka's ConnectionQuotas (core/.../network/SocketServer.scala) applies
@@ -40,6 +43,23 @@ type ListenerConfig struct {
 	// (listener.name.<name>.max.connections); at the limit the listener stops accepting
 	// until one of its connections closes. Zero: only Config.MaxConnections applies.
 	MaxConnections int
+
+	// SecurityProtocol is the listener's protocol (listener.security.protocol.map); empty
+	// is PLAINTEXT. SSL and SASL_SSL need TLS, SASL_PLAINTEXT and SASL_SSL need SASL, and
+	// the others must leave them nil (ServeListener refuses a mismatch).
+	SecurityProtocol SecurityProtocol
+	// TLS is the listener's ssl.* configuration, reloaded as its files change.
+	TLS *tlsconfig.Server
+	// SASL is the listener's sasl.enabled.mechanisms with their credentials and
+	// validators. Before a client authenticates only ApiVersions, SaslHandshake and
+	// SaslAuthenticate are served (see security.go).
+	SASL *sasl.Authenticator
+	// MaxReauth is connections.max.reauth.ms (KIP-368): an authenticated session lasts at
+	// most this long (less if the credential expires sooner, as an OAUTHBEARER token
+	// does); the client is told in SaslAuthenticate's session_lifetime_ms, and a request
+	// after the end, unless it begins a re-authentication, closes the connection. Zero:
+	// sessions end only with their credential.
+	MaxReauth time.Duration
 }
 
 // perIPLimit returns the default per-address connection limit for a broker-wide maximum:

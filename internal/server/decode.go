@@ -77,6 +77,18 @@ func newAPITable(apis []APIRange) (t *apiTable, dropped []APIRange) {
 	return t, dropped
 }
 
+// withSASL is t plus SaslHandshake (17) and SaslAuthenticate (36) at Kafka 4.4's versions,
+// which the server itself serves on SASL listeners.
+func (t *apiTable) withSASL() *apiTable {
+	out := &apiTable{ranges: make(map[int16]APIRange, len(t.ranges)+2), apiVersions: t.apiVersions}
+	for k, r := range t.ranges {
+		out.ranges[k] = r
+	}
+	out.ranges[17] = Kafka44[17]
+	out.ranges[36] = Kafka44[36]
+	return out
+}
+
 // decoded is the result of decoding one frame.
 type decoded struct {
 	key           int16

@@ -23,6 +23,17 @@
 //	                                           failstop.go; Kafka answers
 //	                                           UNKNOWN_SERVER_ERROR and carries on)
 //
+// On SSL and SASL_SSL listeners the TLS handshake comes first; a failed one closes. On SASL
+// listeners, before the client authenticates (security.go, Kafka's SaslServerAuthenticator):
+//
+//	ApiVersions (once, before SaslHandshake)   answered, listing SaslHandshake and
+//	                                           SaslAuthenticate
+//	SaslHandshake, mechanism not enabled       UNSUPPORTED_SASL_MECHANISM, then close
+//	SaslAuthenticate failing                   SASL_AUTHENTICATION_FAILED after
+//	                                           FailedAuthenticationDelay, then close
+//	any other request, or a frame over 512 KiB close
+//	a request after the session ended          close (unless it begins re-authentication)
+//
 // In every close case the responses to earlier requests on the connection are written
 // first (Kafka handles one request per connection at a time, so they were already sent).
 //
@@ -41,6 +52,8 @@ import (
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/exactq/exactq/internal/security/acl"
 )
 
 // Request is one decoded request from a client connection.
@@ -65,6 +78,17 @@ type ConnInfo struct {
 	// read them freely; other goroutines must not.
 	ClientSoftwareName    string
 	ClientSoftwareVersion string
+
+	// Listener is the name of the listener the connection came in on, and
+	// SecurityProtocol its protocol.
+	Listener         string
+	SecurityProtocol SecurityProtocol
+	// Principal is who the client is, for ACL checks: Anonymous (User:ANONYMOUS) on
+	// PLAINTEXT and on SSL without a client certificate, the certificate's mapped name on
+	// SSL, the SASL identity on SASL_PLAINTEXT and SASL_SSL. It is set before the first
+	// request reaches Handle and never changes after (a re-authentication must keep it),
+	// so Handle and ConnClosed may read it freely.
+	Principal acl.Principal
 }
 
 // Reply is a handler's answer to one request.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -56,6 +57,18 @@ type Config struct {
 	// writer. When the queue is full the reader stops reading (TCP back-pressure).
 	MaxInFlightPerConn int
 
+	// FailedAuthenticationDelay delays the answer to a failed authentication and the
+	// close after it (connection.failed.authentication.delay.ms); zero takes
+	// DefaultFailedAuthenticationDelay, NoFailedAuthenticationDelay none.
+	FailedAuthenticationDelay time.Duration
+	// MaxConcurrentAuthPerIP bounds the connections from one address in their TLS
+	// handshake or SASL exchange at once; more wait (unread) for a slot, at most
+	// IdleTimeout. Zero takes DefaultMaxConcurrentAuthPerIP.
+	MaxConcurrentAuthPerIP int
+	// Now is the clock authenticated sessions are timed by (time.Now when nil); tests set
+	// it to move a session past its end.
+	Now func() time.Time
+
 	// ClusterID and NodeID, when ClusterID is set, let ApiVersions v5 (KIP-1242) answer
 	// REBOOTSTRAP_REQUIRED to a client that expects another cluster or node.
 	ClusterID string
@@ -90,6 +103,18 @@ func (c Config) withDefaults() Config {
 	if c.MaxInFlightPerConn <= 0 {
 		c.MaxInFlightPerConn = DefaultMaxInFlightPerConn
 	}
+	switch {
+	case c.FailedAuthenticationDelay == 0:
+		c.FailedAuthenticationDelay = DefaultFailedAuthenticationDelay
+	case c.FailedAuthenticationDelay < 0:
+		c.FailedAuthenticationDelay = 0
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxConcurrentAuthPerIP <= 0 {
+		c.MaxConcurrentAuthPerIP = DefaultMaxConcurrentAuthPerIP
+	}
 	return c
 }
 
@@ -100,7 +125,13 @@ type Server struct {
 	log     *slog.Logger
 	apis    *apiTable
 	apiKeys []kmsg.ApiVersionsResponseApiKey // advertised by ApiVersions, read-only
-	budget  *requestBudget
+	// saslAPIs and saslAPIKeys are the same plus SaslHandshake and SaslAuthenticate, which
+	// the server serves itself on SASL listeners.
+	saslAPIs    *apiTable
+	saslAPIKeys []kmsg.ApiVersionsResponseApiKey
+	budget      *requestBudget
+	handshakes  *handshakeLimiter
+	authStats   authCounters
 
 	// baseCtx is the parent of every connection context; cancel ends it at Shutdown/Close.
 	baseCtx context.Context
@@ -141,6 +172,8 @@ func New(cfg Config, h Handler, logger *slog.Logger) *Server {
 		log:    logger,
 		budget: newRequestBudget(cfg.QueuedMaxRequestBytes, cfg.MaxRequestBytes),
 
+		handshakes: newHandshakeLimiter(cfg.MaxConcurrentAuthPerIP),
+
 		baseCtx:   ctx,
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
@@ -159,6 +192,8 @@ func New(cfg Config, h Handler, logger *slog.Logger) *Server {
 			"key", r.Key, "name", kmsg.NameForKey(r.Key), "min_version", r.MinVersion, "max_version", r.MaxVersion)
 	}
 	s.apiKeys = advertisedAPIKeys(s.apis)
+	s.saslAPIs = s.apis.withSASL()
+	s.saslAPIKeys = advertisedAPIKeys(s.saslAPIs)
 	return s
 }
 
@@ -195,8 +230,18 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // ServeListener accepts connections on ln until Shutdown or Close, then returns
 // ErrServerClosed. It closes ln. It may be called for several listeners; listeners of the
-// same name share that name's connection limit (Config.Listeners).
+// same name share that name's connection limit (Config.Listeners) and its security
+// protocol; a listener whose protocol lacks its TLS or SASL configuration is refused.
 func (s *Server) ServeListener(name string, ln net.Listener) error {
+	lc := s.cfg.Listeners[name]
+	if err := lc.check(name); err != nil {
+		ln.Close()
+		return err
+	}
+	var tlsConf *tls.Config
+	if lc.TLS != nil {
+		tlsConf = lc.TLS.TLSConfig()
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -239,7 +284,7 @@ func (s *Server) ServeListener(name string, ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		s.accept(nc, name)
+		s.accept(nc, name, tlsConf)
 	}
 }
 
@@ -253,13 +298,16 @@ func (s *Server) isClosing() bool {
 // the listener's connection limit it first waits for a slot; it closes nc at once when the
 // server is closing or nc's address already holds its maximum (Kafka's ConnectionQuotas.inc:
 // the slot wait comes first, then the per-address check).
-func (s *Server) accept(nc net.Conn, listener string) {
+func (s *Server) accept(nc net.Conn, listener string, tlsConf *tls.Config) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// Go enables TCP_NODELAY by default; say it, since small pipelined responses
 		// must not wait for Nagle.
 		_ = tc.SetNoDelay(true)
 	}
 	ip := remoteIP(nc)
+	if tlsConf != nil {
+		nc = tls.Server(nc, tlsConf) // the handshake runs on the connection's reader
+	}
 	s.mu.Lock()
 	if !s.waitForSlot(listener) {
 		s.mu.Unlock()
