@@ -18,7 +18,9 @@
 # bounded by MemoryBound).
 # The SASL targets: internal/security/sasl FuzzScramExchange, FuzzPlainExchange and
 # FuzzOAuthExchange (no client token authenticates without the password or a key of the
-# key set; every failure is an authentication failure, never a server error).
+# key set; every failure is an authentication failure, never a server error), and
+# internal/server FuzzSASLListener (no bytes reach the handler of a SASL listener before
+# authentication).
 #
 # When a target fails, `go test` writes the failing input to <package>/testdata/fuzz/<Target>/
 # and prints it. Reproduce with `go test -run '^<Target>/<file>$' ./<package>`; commit the

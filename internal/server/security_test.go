@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/tls"
+	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -600,5 +601,59 @@ func TestHandshakeSlotsPerAddress(t *testing.T) {
 	case <-answered:
 	case <-time.After(safetyDeadline):
 		t.Fatal("the waiting connection was never served")
+	}
+}
+
+// TestSSLClientCertificate: on an SSL listener requiring client certificates, the
+// principal is the certificate's subject through ssl.principal.mapping.rules; on SASL_SSL
+// the SASL identity wins over the certificate, as in Kafka.
+func TestSSLClientCertificate(t *testing.T) {
+	env := newSecureEnv(t)
+	dir := t.TempDir()
+	ks, ts := filepath.Join(dir, "ks.p12"), filepath.Join(dir, "ts.pem")
+	tlstest.WriteFile(t, ks, env.ca.Server(t, "broker").PKCS12(t, "pw"))
+	tlstest.WriteFile(t, ts, tlstest.CertPEM(env.ca.Cert))
+	cfg, err := tlsconfig.ParseConfig(map[string]string{
+		"ssl.keystore.type": "PKCS12", "ssl.keystore.location": ks, "ssl.keystore.password": "pw",
+		"ssl.truststore.type": "PEM", "ssl.truststore.location": ts, "ssl.client.auth": "required",
+		"ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),OU=apps,O=Example$/$1/U,DEFAULT",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtls, err := tlsconfig.NewServer(cfg, tlsconfig.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.tls = mtls
+	leaf := env.ca.Client(t, pkix.Name{CommonName: "orders", OrganizationalUnit: []string{"apps"}, Organization: []string{"Example"}})
+	withCert := func(mech ksasl.Mechanism, s *Server) *kgo.Client {
+		opts := []kgo.Opt{kgo.SeedBrokers(s.Addr().String()), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: env.ca.Pool(), ServerName: "localhost", Certificates: []tls.Certificate{leaf.TLS()}})}
+		if mech != nil {
+			opts = append(opts, kgo.SASL(mech))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	s := serveSecure(t, env, SSL, nil)
+	if err := metadata(withCert(nil, s)); err != nil {
+		t.Fatal(err)
+	}
+	// Without a certificate the handshake fails and nothing reaches the handler.
+	if err := metadata(env.kgoClient(t, s, nil, true)); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+	s2 := serveSecure(t, env, SASLSSL, nil)
+	if err := metadata(withCert(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(), s2)); err != nil {
+		t.Fatal(err)
+	}
+	got := env.handler.requests()
+	if len(got) != 2 || got[0].principal.String() != "User:ORDERS" || got[1].principal.String() != "User:alice" {
+		t.Fatalf("handler saw %+v", got)
 	}
 }
