@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,15 +13,20 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/exactq/exactq/internal/security/reload"
 )
 
 // OAuthConfig is the broker's OAUTHBEARER validation, Kafka's keys in brackets.
 type OAuthConfig struct {
-	// JWKS is the JSON Web Key Set the tokens are signed with: the contents of the file
-	// sasl.oauthbearer.jwks.endpoint.url names (a file: URL; exactq fetches no keys over the
-	// network). Keys are matched by the token's kid; a token without kid is tried against
-	// every key of the set.
-	JWKS []byte
+	// JWKSFile is the JSON Web Key Set file the tokens are signed with (the file: URL of
+	// sasl.oauthbearer.jwks.endpoint.url; exactq fetches no keys over the network). It is
+	// read again when it changes, looked at at most once a second on the validation path,
+	// as Kafka's JwksFileVerificationKeyResolver rereads it; a new file that does not
+	// parse leaves the last good key set. JWKS, the set's bytes, may be given instead.
+	// Keys are matched by the token's kid; a token without kid is tried against every key.
+	JWKSFile string
+	JWKS     []byte
 	// ExpectedAudience (sasl.oauthbearer.expected.audience): the token's aud must contain
 	// one of them. Required unless AllowUnverifiedAudience
 	// (sasl.oauthbearer.allow.unverified.audience), as Kafka 4.4 requires.
@@ -64,7 +68,7 @@ var secureAlgorithms = []jose.SignatureAlgorithm{
 // OAuthValidator checks bearer tokens. It is immutable and safe for concurrent use.
 type OAuthValidator struct {
 	cfg  OAuthConfig
-	keys jose.JSONWebKeySet
+	keys func(now time.Time) jose.JSONWebKeySet
 }
 
 // Token is a validated token: who it names, its scopes, and its lifetime.
@@ -95,23 +99,47 @@ func NewOAuthValidator(cfg OAuthConfig) (*OAuthValidator, error) {
 	if cfg.ExpectedIssuer == "" && !cfg.AllowUnverifiedIssuer {
 		return nil, errors.New(`sasl: OAUTHBEARER needs sasl.oauthbearer.expected.issuer (or sasl.oauthbearer.allow.unverified.issuer=true)`)
 	}
-	if err := json.Unmarshal(cfg.JWKS, &v.keys); err != nil {
-		return nil, fmt.Errorf("sasl: OAUTHBEARER key set: %w", err)
-	}
-	if len(v.keys.Keys) == 0 {
-		return nil, errors.New("sasl: OAUTHBEARER key set has no keys")
-	}
-	for _, k := range v.keys.Keys {
-		if !k.IsPublic() {
-			return nil, fmt.Errorf("sasl: OAUTHBEARER key %q is not a public key", k.KeyID)
+	switch {
+	case (cfg.JWKSFile == "") == (cfg.JWKS == nil):
+		return nil, errors.New("sasl: OAUTHBEARER needs a key set: a file or its bytes, not both")
+	case cfg.JWKSFile != "":
+		files, err := reload.New([]string{cfg.JWKSFile}, func(b [][]byte) (jose.JSONWebKeySet, error) {
+			return parseKeySet(b[0])
+		}, time.Now(), reload.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("sasl: sasl.oauthbearer.jwks.endpoint.url: %w", err)
 		}
+		v.keys = files.Get
+	default:
+		set, err := parseKeySet(cfg.JWKS)
+		if err != nil {
+			return nil, err
+		}
+		v.keys = func(time.Time) jose.JSONWebKeySet { return set }
 	}
 	return v, nil
 }
 
+// parseKeySet reads a JWKS: at least one key, public keys only.
+func parseKeySet(b []byte) (jose.JSONWebKeySet, error) {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(b, &set); err != nil {
+		return set, fmt.Errorf("sasl: OAUTHBEARER key set: %w", err)
+	}
+	if len(set.Keys) == 0 {
+		return set, errors.New("sasl: OAUTHBEARER key set has no keys")
+	}
+	for _, k := range set.Keys {
+		if !k.IsPublic() {
+			return set, fmt.Errorf("sasl: OAUTHBEARER key %q is not a public key", k.KeyID)
+		}
+	}
+	return set, nil
+}
+
 // ParseOAuthConfig reads Kafka's broker properties for OAUTHBEARER (listener prefixes
 // already removed): the sasl.oauthbearer.* keys above. The key set comes from a file: URL
-// in sasl.oauthbearer.jwks.endpoint.url, read now.
+// in sasl.oauthbearer.jwks.endpoint.url.
 func ParseOAuthConfig(props map[string]string) (OAuthConfig, error) {
 	cfg := OAuthConfig{ClockSkew: DefaultOAuthClockSkew, SubClaim: props["sasl.oauthbearer.sub.claim.name"],
 		ScopeClaim: props["sasl.oauthbearer.scope.claim.name"], ExpectedIssuer: props["sasl.oauthbearer.expected.issuer"]}
@@ -146,12 +174,7 @@ func ParseOAuthConfig(props map[string]string) (OAuthConfig, error) {
 	if !ok {
 		return cfg, fmt.Errorf("sasl.oauthbearer.jwks.endpoint.url: %q is not a file: URL (exactq reads key sets from files only)", url)
 	}
-	path = strings.TrimPrefix(path, "//")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return cfg, fmt.Errorf("sasl.oauthbearer.jwks.endpoint.url: %w", err)
-	}
-	cfg.JWKS = b
+	cfg.JWKSFile = strings.TrimPrefix(path, "//")
 	return cfg, nil
 }
 
@@ -188,9 +211,10 @@ func (v *OAuthValidator) Validate(token string, now time.Time) (Token, *tokenErr
 	if len(parsed.Headers) != 1 {
 		return Token{}, invalid("the token has %d signatures", len(parsed.Headers))
 	}
-	keys := v.keys.Keys
+	set := v.keys(now)
+	keys := set.Keys
 	if kid := parsed.Headers[0].KeyID; kid != "" {
-		keys = v.keys.Key(kid)
+		keys = set.Key(kid)
 	}
 	var std jwt.Claims
 	var all map[string]any

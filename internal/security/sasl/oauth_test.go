@@ -305,3 +305,44 @@ func TestOAuthInitialResponseGrammar(t *testing.T) {
 		t.Fatal("a second token after the error reply was accepted")
 	}
 }
+
+// TestOAuthKeySetFileReloaded: a key set file rewritten with a new signing key is used
+// once the validator looks again (at most a second later by its clock), as Kafka rereads
+// its JWKS file; a rewrite that does not parse leaves the last good set.
+func TestOAuthKeySetFileReloaded(t *testing.T) {
+	old, rotated := newIssuer(t), newIssuer(t)
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, old.jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := secureConfig(old)
+	cfg.JWKS, cfg.JWKSFile = nil, path
+	now := t0
+	v, err := NewOAuthValidator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := New(Config{Mechanisms: []string{OAuthBearer}, OAuth: v, Now: func() time.Time { return now }})
+	tokRotated := rotated.sign(t, jose.RS256, "rsa-1", claims(nil))
+	if _, err := stepOAuth(t, a, tokRotated, ""); err == nil {
+		t.Fatal("a token of a key not yet in the file was accepted")
+	}
+	if err := os.WriteFile(path, rotated.jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if _, err := stepOAuth(t, a, tokRotated, ""); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(`{"keys": [`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if _, err := stepOAuth(t, a, tokRotated, ""); err != nil {
+		t.Fatalf("after a broken rewrite: %v", err)
+	}
+	cfg.JWKS = old.jwks
+	if _, err := NewOAuthValidator(cfg); err == nil {
+		t.Error("both a key set file and bytes accepted")
+	}
+}

@@ -149,26 +149,6 @@ func TestPEMKeystoreAndReload(t *testing.T) {
 	mu.Unlock()
 }
 
-func TestReloadCheckInterval(t *testing.T) {
-	f := newFixture(t)
-	tlstest.WriteFile(t, f.ksPath, f.server.PEM(t))
-	srv, err := NewServer(Config{KeystoreType: StoreTypePEM, KeystoreLocation: f.ksPath, ClientAuth: ClientAuthNone,
-		MinVersion: tls.VersionTLS12}, Options{CheckInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlstest.WriteFile(t, f.ksPath, f.ca.Server(t, "other").PEM(t))
-	// Within the interval the file is not looked at.
-	srv.maybeReload(time.Now())
-	if got := srv.current.Load().Certificates[0].Leaf.SerialNumber; got.Cmp(f.server.Cert.SerialNumber) != 0 {
-		t.Fatalf("reloaded within the interval")
-	}
-	srv.maybeReload(time.Now().Add(2 * time.Hour))
-	if got := srv.current.Load().Certificates[0].Leaf.SerialNumber; got.Cmp(f.server.Cert.SerialNumber) == 0 {
-		t.Fatalf("not reloaded after the interval")
-	}
-}
-
 func TestPKCS12StoresAndClientAuth(t *testing.T) {
 	f := newFixture(t)
 	tlstest.WriteFile(t, f.ksPath, f.server.PKCS12(t, "ks-pass"))
