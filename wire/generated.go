@@ -220,6 +220,54 @@ func NewConsumerGroupMemberMetadataKey() ConsumerGroupMemberMetadataKey {
 	return v
 }
 
+type ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol struct {
+	// Name is the protocol (assignor) name.
+	Name string
+
+	// Metadata is the protocol metadata (the consumer protocol subscription).
+	Metadata []byte
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol.
+func (v *ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol) Default() {
+}
+
+// NewConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol returns a default ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol() ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol {
+	var v ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol
+	v.Default()
+	return v
+}
+
+type ConsumerGroupMemberMetadataValueClassicMemberMetadata struct {
+	// SessionTimeoutMillis is the member's classic session timeout.
+	SessionTimeoutMillis int32
+
+	// SupportedProtocols are the member's JoinGroup protocols, in preference order.
+	SupportedProtocols []ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol
+
+	// UnknownTags are tags Kafka sent that we do not know the purpose of.
+	UnknownTags Tags
+}
+
+// Default sets any default fields. Calling this allows for future compatibility
+// if new fields are added to ConsumerGroupMemberMetadataValueClassicMemberMetadata.
+func (v *ConsumerGroupMemberMetadataValueClassicMemberMetadata) Default() {
+}
+
+// NewConsumerGroupMemberMetadataValueClassicMemberMetadata returns a default ConsumerGroupMemberMetadataValueClassicMemberMetadata
+// This is a shortcut for creating a struct and calling Default yourself.
+func NewConsumerGroupMemberMetadataValueClassicMemberMetadata() ConsumerGroupMemberMetadataValueClassicMemberMetadata {
+	var v ConsumerGroupMemberMetadataValueClassicMemberMetadata
+	v.Default()
+	return v
+}
+
 // ConsumerGroupMemberMetadataValue is a member's subscription and client.
 type ConsumerGroupMemberMetadataValue struct {
 	// Version is the value's version, 0.
@@ -250,6 +298,12 @@ type ConsumerGroupMemberMetadataValue struct {
 
 	// ServerAssignor is the server assignor the member asked for, or null.
 	ServerAssignor *string
+
+	// ClassicMemberMetadata is set for a member of a consumer group that uses the classic
+	// protocol (JoinGroup/SyncGroup/Heartbeat, after an online upgrade or joining one):
+	// its session timeout and the protocols of its JoinGroup. Null for a consumer-protocol
+	// member.
+	ClassicMemberMetadata *ConsumerGroupMemberMetadataValueClassicMemberMetadata // tag 0
 
 	// UnknownTags are tags Kafka sent that we do not know the purpose of.
 	UnknownTags Tags
@@ -292,7 +346,56 @@ func (v *ConsumerGroupMemberMetadataValue) AppendTo(dst []byte) []byte {
 		dst = appendNullableString(dst, v.ServerAssignor, isFlexible)
 	}
 	if isFlexible {
-		dst = v.UnknownTags.appendWithCount(dst)
+		var toEncode []uint32
+		if v.ClassicMemberMetadata != nil {
+			toEncode = append(toEncode, 0)
+		}
+		dst = kbin.AppendUvarint(dst, uint32(len(toEncode)+v.UnknownTags.Len()))
+		for _, tag := range toEncode {
+			switch tag {
+			case 0:
+				{
+					v := v.ClassicMemberMetadata
+					dst = kbin.AppendUvarint(dst, 0)
+					sized := false
+					lenAt := len(dst)
+				fClassicMemberMetadata:
+					if v == nil {
+						dst = append(dst, 255)
+					} else {
+						dst = append(dst, 1)
+						{
+							dst = appendInt32(dst, v.SessionTimeoutMillis)
+						}
+						{
+							v := v.SupportedProtocols
+							dst = appendArrayLen(dst, len(v), isFlexible)
+							for i := range v {
+								v := &v[i]
+								{
+									dst = appendString(dst, v.Name, isFlexible)
+								}
+								{
+									dst = appendBytes(dst, v.Metadata, isFlexible)
+								}
+								if isFlexible {
+									dst = v.UnknownTags.appendWithCount(dst)
+								}
+							}
+						}
+						if isFlexible {
+							dst = v.UnknownTags.appendWithCount(dst)
+						}
+					}
+					if !sized {
+						dst = kbin.AppendUvarint(dst[:lenAt], uint32(len(dst[lenAt:])))
+						sized = true
+						goto fClassicMemberMetadata
+					}
+				}
+			}
+		}
+		dst = v.UnknownTags.AppendEach(dst)
 	}
 	return dst
 }
@@ -351,7 +454,58 @@ func (v *ConsumerGroupMemberMetadataValue) readFrom(src []byte, unsafe bool) err
 		readNullableString(&b, &s.ServerAssignor, isFlexible, unsafe)
 	}
 	if isFlexible {
-		internalReadTags(&b, &s.UnknownTags)
+		for i := b.Uvarint(); i > 0 && b.Ok(); i-- {
+			switch key := b.Uvarint(); key {
+			default:
+				s.UnknownTags.Set(key, b.Span(int(b.Uvarint())))
+			case 0:
+				b := kbin.Reader{Src: b.Span(int(b.Uvarint()))}
+				if present := b.Int8(); present != -1 && b.Ok() {
+					s.ClassicMemberMetadata = new(ConsumerGroupMemberMetadataValueClassicMemberMetadata)
+					v := s.ClassicMemberMetadata
+					v.Default()
+					s := v
+					{
+						s.SessionTimeoutMillis = readInt32(&b)
+					}
+					{
+						v := s.SupportedProtocols
+						a := v
+						var l int32
+						l = readArrayLen(&b, isFlexible)
+						if !b.Ok() || int64(l)*3 > int64(len(b.Src)) {
+							return kbin.ErrNotEnoughData
+						}
+						a = a[:0]
+						if l > 0 {
+							a = append(a, make([]ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol, l)...)
+						}
+						for i := range a {
+							v := &a[i]
+							v.Default()
+							s := v
+							{
+								readString(&b, &s.Name, isFlexible, unsafe)
+							}
+							{
+								readBytes(&b, &s.Metadata, isFlexible)
+							}
+							if isFlexible {
+								internalReadTags(&b, &s.UnknownTags)
+							}
+						}
+						v = a
+						s.SupportedProtocols = v
+					}
+					if isFlexible {
+						internalReadTags(&b, &s.UnknownTags)
+					}
+				}
+				if err := b.Complete(); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return b.Complete()
 }
@@ -361,6 +515,10 @@ func (v *ConsumerGroupMemberMetadataValue) IsFlexible() bool { return v.Version 
 // if new fields are added to ConsumerGroupMemberMetadataValue.
 func (v *ConsumerGroupMemberMetadataValue) Default() {
 	v.RebalanceTimeoutMillis = -1
+	{
+		v := &v.ClassicMemberMetadata
+		_ = v
+	}
 }
 
 // NewConsumerGroupMemberMetadataValue returns a default ConsumerGroupMemberMetadataValue

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"hash/fnv"
@@ -36,16 +37,45 @@ type cgMember struct {
 	regex                *string
 	rebalanceTimeoutMs   int32
 	serverAssignor       *string
+	// classic is set for a member that uses the classic protocol (JoinGroup, SyncGroup,
+	// Heartbeat) inside a consumer group: ClassicMemberMetadata of its record.
+	classic *classicMeta
 	consumer.Member
 }
 
+// classicMeta is what a classic member's JoinGroup told: its session timeout and its
+// protocols, in preference order (ConsumerGroupMemberMetadataValue.ClassicMemberMetadata).
+type classicMeta struct {
+	sessionTimeoutMs int32
+	protocols        []protocol
+}
+
+func (c *classicMeta) equal(o *classicMeta) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	if c.sessionTimeoutMs != o.sessionTimeoutMs || len(c.protocols) != len(o.protocols) {
+		return false
+	}
+	for i := range c.protocols {
+		if c.protocols[i].name != o.protocols[i].name || !bytes.Equal(c.protocols[i].metadata, o.protocols[i].metadata) {
+			return false
+		}
+	}
+	return true
+}
+
 func (m *cgMember) regexSet() bool { return m.regex != nil && *m.regex != "" }
+
+// usesClassic is ConsumerGroupMember.useClassicProtocol.
+func (m *cgMember) usesClassic() bool { return m.classic != nil }
 
 // metadataEqual compares what the member metadata record holds.
 func (m *cgMember) metadataEqual(o *cgMember) bool {
 	return ptrEqual(m.instanceID, o.instanceID) && ptrEqual(m.rackID, o.rackID) && m.clientID == o.clientID &&
 		m.clientHost == o.clientHost && slices.Equal(m.topicNames, o.topicNames) && ptrEqual(m.regex, o.regex) &&
-		m.rebalanceTimeoutMs == o.rebalanceTimeoutMs && ptrEqual(m.serverAssignor, o.serverAssignor)
+		m.rebalanceTimeoutMs == o.rebalanceTimeoutMs && ptrEqual(m.serverAssignor, o.serverAssignor) &&
+		m.classic.equal(o.classic)
 }
 
 func ptrEqual(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
@@ -100,11 +130,16 @@ func (g *consumerGroup) state() string {
 func (g *consumerGroup) memberForReplay(id string) *cgMember {
 	m := g.members[id]
 	if m == nil {
-		m = &cgMember{id: id, rebalanceTimeoutMs: -1,
-			Member: consumer.Member{Assigned: consumer.Epochs{}, PendingRevocation: consumer.Epochs{}}}
+		m = newCGMember(id)
 		g.members[id] = m
 	}
 	return m
+}
+
+// newCGMember is a member before its first record: no rebalance timeout, nothing owned.
+func newCGMember(id string) *cgMember {
+	return &cgMember{id: id, rebalanceTimeoutMs: -1,
+		Member: consumer.Member{Assigned: consumer.Epochs{}, PendingRevocation: consumer.Epochs{}}}
 }
 
 func (g *consumerGroup) removeMember(id string) {
@@ -159,6 +194,9 @@ type emitter struct {
 	s       *shard
 	nowMs   int64
 	records []kmsg.Record
+	// after runs once the records are queued, in order: what a conversion to a classic
+	// group starts (a rebalance) comes after the records that create the group.
+	after []func(out *output)
 }
 
 func (e *emitter) add(r kmsg.Record) {
@@ -170,17 +208,28 @@ func (e *emitter) add(r kmsg.Record) {
 
 // finish writes the records and answers token with resp once they are durable.
 func (e *emitter) finish(token uint64, resp *kmsg.ConsumerGroupHeartbeatResponse, out *output) {
-	if len(e.records) == 0 {
-		out.complete(token, resp)
-		return
-	}
-	out.writes = append(out.writes, write{records: e.records, producerID: -1, done: func(_ int64, err error, out *output) {
+	e.finishWith(out, func(err error, out *output) {
 		if err != nil {
 			out.complete(token, heartbeatError(errCoordinatorNotAvail, ""))
 			return
 		}
 		out.complete(token, resp)
-	}})
+	})
+}
+
+// finishWith writes the records and runs done once they are durable (at once, with a nil
+// error, when there are none).
+func (e *emitter) finishWith(out *output, done func(err error, out *output)) {
+	if len(e.records) == 0 {
+		done(nil, out)
+	} else {
+		out.writes = append(out.writes, write{records: e.records, producerID: -1, done: func(_ int64, err error, out *output) {
+			done(err, out)
+		}})
+	}
+	for _, f := range e.after {
+		f(out)
+	}
 }
 
 // consumerHeartbeat is GroupMetadataManager.consumerGroupHeartbeat for a request the
@@ -215,10 +264,12 @@ func (s *shard) consumerGroupFor(e *emitter, id string, create bool) (*consumerG
 		return g, 0, ""
 	}
 	if cg := s.groups[id]; cg != nil && !cg.is(stateDead) {
-		if !create || !cg.is(stateEmpty) {
-			// Kafka would upgrade a non-empty classic group online
-			// (group.consumer.migration.policy); exactq does not yet.
+		if !create {
 			return nil, errGroupIDNotFound, "Group " + id + " is not a consumer group."
+		}
+		if !cg.is(stateEmpty) {
+			// The online upgrade (group.consumer.migration.policy), checked by the caller.
+			return s.upgradeToConsumer(e, cg), 0, ""
 		}
 		e.records = append(e.records, groupTombstone(id))
 		delete(s.groups, id)
@@ -245,6 +296,15 @@ func (s *shard) consumerJoinOrHeartbeat(e *emitter, hr heartbeatRequest) (*kmsg.
 			return nil, errGroupIDNotFound, "Group " + req.Group + " is not a consumer group."
 		}
 		return nil, errGroupIDNotFound, "Consumer group " + req.Group + " not found."
+	} else if cg := s.groups[req.Group]; cg != nil && !cg.is(stateDead) && !cg.is(stateEmpty) {
+		// An online upgrade: the checks run against the group the conversion would make.
+		up, code, msg := s.upgradeCandidate(cg, nowMs)
+		if code != 0 {
+			return nil, code, msg
+		}
+		if code, msg := s.consumerMemberCheck(up, req); code != 0 {
+			return nil, code, msg
+		}
 	}
 	var re *regexp.Regexp
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
@@ -263,8 +323,7 @@ func (s *shard) consumerJoinOrHeartbeat(e *emitter, hr heartbeatRequest) (*kmsg.
 	}
 	old := s.memberFor(e, g, memberID, req.InstanceID, joining)
 	if old == nil {
-		old = &cgMember{id: memberID, rebalanceTimeoutMs: -1,
-			Member: consumer.Member{Assigned: consumer.Epochs{}, PendingRevocation: consumer.Epochs{}}}
+		old = newCGMember(memberID)
 	}
 
 	// 1. The member's subscription and client.
@@ -289,6 +348,7 @@ func (s *shard) consumerJoinOrHeartbeat(e *emitter, hr heartbeatRequest) (*kmsg.
 		upd.regex = req.SubscribedTopicRegex
 	}
 	upd.clientID, upd.clientHost = hr.clientID, hr.clientHost
+	upd.classic = nil // a ConsumerGroupHeartbeat makes the member a consumer-protocol one
 	_, existed := g.members[memberID]
 	namesChanged, regexChanged := false, false
 	oldPreferred := s.preferredAssignor(g)
@@ -330,27 +390,13 @@ func (s *shard) consumerJoinOrHeartbeat(e *emitter, hr heartbeatRequest) (*kmsg.
 				}
 			}
 		}
-		subscribed := s.subscribedTopicIDs(g, m)
-		next, err := consumer.Reconcile(m.Member, consumer.Input{
-			TargetEpoch: g.assignmentEpoch, Target: g.target[m.id],
-			Subscribed:          func(t [16]byte) bool { return subscribed[t] },
-			SubscriptionChanged: subscriptionChanged,
-			OwnedBy:             func(tp consumer.TP) bool { _, ok := g.owner[tp]; return ok },
-			Owned:               owned,
-		})
+		next, err := s.reconcile(g, m, subscriptionChanged, owned)
 		if err != nil {
 			// Only a member in an unknown state still owning partitions: nothing was
 			// changed that the member's rejoin does not redo.
 			return nil, kerr.FencedMemberEpoch.Code, err.Error()
 		}
-		if !next.Equal(m.Member) {
-			e.add(cgCurrentRecord(g.id, m.id, next))
-			if next.State == consumer.UnrevokedPartitions {
-				s.scheduleConsumerRebalance(g.id, m.id, next.Epoch, nowMs+int64(m.rebalanceTimeoutMs))
-			} else {
-				s.cancel(timerConsumerRebalance, g.id, m.id)
-			}
-		}
+		s.applyReconciled(e, g, m, next)
 	}
 	s.schedule(timerConsumerSession, g.id, m.id, nowMs+int64(s.consumerSessionTimeoutMs(g.id)))
 
@@ -371,6 +417,36 @@ func (s *shard) consumerJoinOrHeartbeat(e *emitter, hr heartbeatRequest) (*kmsg.
 		resp.Assignment = &a
 	}
 	return resp, 0, ""
+}
+
+// reconcile is one step of m towards its target (maybeReconcile's CurrentAssignmentBuilder).
+func (s *shard) reconcile(g *consumerGroup, m *cgMember, subscriptionChanged bool, owned consumer.Set) (consumer.Member, error) {
+	subscribed := s.subscribedTopicIDs(g, m)
+	return consumer.Reconcile(m.Member, consumer.Input{
+		TargetEpoch: g.assignmentEpoch, Target: g.target[m.id],
+		Subscribed:          func(t [16]byte) bool { return subscribed[t] },
+		SubscriptionChanged: subscriptionChanged,
+		OwnedBy:             func(tp consumer.TP) bool { _, ok := g.owner[tp]; return ok },
+		Owned:               owned,
+	})
+}
+
+// applyReconciled records a member's new assignment state, if it changed, and arms or
+// cancels its rebalance deadline (consumer-protocol members only: a classic member has
+// its join and sync deadlines instead).
+func (s *shard) applyReconciled(e *emitter, g *consumerGroup, m *cgMember, next consumer.Member) {
+	if next.Equal(m.Member) {
+		return
+	}
+	e.add(cgCurrentRecord(g.id, m.id, next))
+	if m.usesClassic() {
+		return
+	}
+	if next.State == consumer.UnrevokedPartitions {
+		s.scheduleConsumerRebalance(g.id, m.id, next.Epoch, e.nowMs+int64(m.rebalanceTimeoutMs))
+	} else {
+		s.cancel(timerConsumerRebalance, g.id, m.id)
+	}
 }
 
 // consumerMemberCheck is the part of getOrMaybeSubscribe*ConsumerGroupMember that can
@@ -396,7 +472,9 @@ func (s *shard) consumerMemberCheck(g *consumerGroup, req *kmsg.ConsumerGroupHea
 	}
 	prevID := g.static[*req.InstanceID]
 	if joining {
-		if prev := g.members[prevID]; prev != nil && prev.Epoch != leaveGroupStaticMemberEpoch {
+		// A classic member's instance id is taken over without a leave (Kafka checks the
+		// release only between two consumer-protocol members).
+		if prev := g.members[prevID]; prev != nil && !prev.usesClassic() && prev.Epoch != leaveGroupStaticMemberEpoch {
 			return kerr.UnreleasedInstanceID.Code, "Static member " + req.MemberID + " with instance id " +
 				*req.InstanceID + " cannot join the group because the instance id is owned by " + prevID + " member."
 		}
@@ -480,6 +558,8 @@ func (s *shard) removeConsumerMember(e *emitter, groupID, memberID string) {
 func (s *shard) cancelConsumerTimers(groupID, memberID string) {
 	s.cancel(timerConsumerSession, groupID, memberID)
 	s.cancel(timerConsumerRebalance, groupID, memberID)
+	s.cancel(timerConsumerJoin, groupID, memberID)
+	s.cancel(timerConsumerSync, groupID, memberID)
 }
 
 // consumerLeave is consumerGroupLeave: epoch -1 removes the member; -2 (a static
@@ -531,6 +611,10 @@ func (s *shard) fenceConsumerMember(e *emitter, g *consumerGroup, memberID strin
 // epoch is bumped once, and a group left empty gets its assignment epoch caught up.
 func (s *shard) fenceConsumerMembers(e *emitter, g *consumerGroup, memberIDs []string) {
 	if len(memberIDs) == 0 {
+		return
+	}
+	if s.canDowngradeWithout(g, memberIDs) {
+		s.downgradeToClassic(e, g, memberIDs, nil, true)
 		return
 	}
 	for _, id := range memberIDs {
@@ -809,14 +893,20 @@ func (g *consumerGroup) validateOffsetCommit(cr *commitRequest) int16 {
 	if m == nil {
 		return errUnknownMemberID
 	}
-	if !cr.txn && cr.version < 9 {
+	if !cr.txn && !m.usesClassic() && cr.version < 9 {
 		return kerr.UnsupportedVersion.Code // OffsetCommit v9+ carries the member epoch
+	}
+	// A classic member's generation is its member epoch; its mismatches are
+	// ILLEGAL_GENERATION rather than STALE_MEMBER_EPOCH.
+	stale := kerr.StaleMemberEpoch.Code
+	if m.usesClassic() {
+		stale = errIllegalGeneration
 	}
 	switch {
 	case cr.generation == m.Epoch:
 		return 0
 	case cr.generation > m.Epoch:
-		return kerr.StaleMemberEpoch.Code
+		return stale
 	}
 	// An older epoch may still commit the partitions it was assigned at or before
 	// (KIP-1251's assignment epochs), including those it is revoking.
@@ -828,7 +918,7 @@ func (g *consumerGroup) validateOffsetCommit(cr *commitRequest) int16 {
 			e, ok = m.PendingRevocation[tp]
 		}
 		if !ok || cr.generation < e {
-			p.code = kerr.StaleMemberEpoch.Code
+			p.code = stale
 		}
 	}
 	return 0
@@ -848,6 +938,8 @@ func (g *consumerGroup) validateOffsetFetch(memberID *string, epoch int32) int16
 	switch {
 	case m == nil:
 		return errUnknownMemberID
+	case epoch != m.Epoch && m.usesClassic():
+		return errIllegalGeneration
 	case epoch != m.Epoch:
 		return kerr.StaleMemberEpoch.Code
 	}
@@ -899,7 +991,10 @@ func (s *shard) describeConsumer(id string) kmsg.ConsumerGroupDescribeResponseGr
 		dm.SubscribedTopicRegex = m.regex
 		dm.Assignment = s.describeAssignment(m.Assigned.Sorted())
 		dm.TargetAssignment = s.describeAssignment(g.target[m.id].Sorted())
-		dm.MemberType = 1 // consumer protocol (KIP-1099; 0 would be classic, -1 unknown)
+		dm.MemberType = 1 // consumer protocol (KIP-1099: 0 classic, -1 unknown)
+		if m.usesClassic() {
+			dm.MemberType = 0
+		}
 		r.Members = append(r.Members, dm)
 	}
 	if r.Members == nil {
@@ -913,17 +1008,23 @@ func (s *shard) describeConsumer(id string) kmsg.ConsumerGroupDescribeResponseGr
 func (s *shard) describeAssignment(tps []consumer.TP) kmsg.Assignment {
 	a := kmsg.NewAssignment()
 	a.TopicPartitions = []kmsg.AssignmentTopicPartition{}
+	s.byTopicName(tps, func(id [16]byte, name string, partitions []int32) {
+		tp := kmsg.NewAssignmentTopicPartition()
+		tp.TopicID, tp.Topic, tp.Partitions = id, name, partitions
+		a.TopicPartitions = append(a.TopicPartitions, tp)
+	})
+	return a
+}
+
+// byTopicName calls fn for each topic of tps with its name and partitions, in order; a
+// topic deleted meanwhile is left out.
+func (s *shard) byTopicName(tps []consumer.TP, fn func(id [16]byte, name string, partitions []int32)) {
 	topics, parts := byTopicID(tps)
 	for i, t := range topics {
-		name, ok := s.cfg.topicName(t)
-		if !ok {
-			continue
+		if name, ok := s.cfg.topicName(t); ok {
+			fn(t, name, parts[i])
 		}
-		tp := kmsg.NewAssignmentTopicPartition()
-		tp.TopicID, tp.Topic, tp.Partitions = t, name, parts[i]
-		a.TopicPartitions = append(a.TopicPartitions, tp)
 	}
-	return a
 }
 
 // loadedConsumers is onLoaded for consumer groups: every member gets a fresh session,
@@ -931,7 +1032,11 @@ func (s *shard) describeAssignment(tps []consumer.TP) kmsg.Assignment {
 func (s *shard) loadedConsumers(nowMs int64) {
 	for _, g := range s.consumers {
 		for _, m := range g.members {
-			s.schedule(timerConsumerSession, g.id, m.id, nowMs+int64(s.consumerSessionTimeoutMs(g.id)))
+			session := s.consumerSessionTimeoutMs(g.id)
+			if m.usesClassic() {
+				session = m.classic.sessionTimeoutMs
+			}
+			s.schedule(timerConsumerSession, g.id, m.id, nowMs+int64(session))
 			if m.State == consumer.UnrevokedPartitions {
 				s.scheduleConsumerRebalance(g.id, m.id, m.Epoch, nowMs+int64(m.rebalanceTimeoutMs))
 			}

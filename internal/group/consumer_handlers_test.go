@@ -93,9 +93,24 @@ func TestConsumerGroupSurvivesRestart(t *testing.T) {
 	if lg := l.(*kmsg.ListGroupsResponse).Groups; len(lg) != 1 || lg[0].GroupType != "consumer" || lg[0].ProtocolType != "consumer" {
 		t.Fatalf("list: %+v", lg)
 	}
-	// A classic join under the consumer group's id is refused.
+	// A classic join under the consumer group's id is a classic member of the consumer
+	// group (online migration): first the member id, as for a classic group.
+	jr := e.join(5, joinReq("g", "")).get(t).(*kmsg.JoinGroupResponse)
+	if jr.ErrorCode != errMemberIDRequired || len(jr.MemberID) != 22 {
+		t.Fatalf("classic join: %d %q", jr.ErrorCode, jr.MemberID)
+	}
+}
+
+func TestClassicJoinToConsumerGroupWithMigrationDisabled(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.ConsumerMigrationPolicy = MigrationDisabled
+		c.TopicMeta = func(string) ([16]byte, int32, bool) { return [16]byte{1}, 3, true }
+	})
+	if got := e.cgHeartbeat(1, cgJoinRequest("g", "m1", "orders")); got.ErrorCode != 0 {
+		t.Fatalf("join: %+v", got)
+	}
 	jr := e.join(5, joinReq("g", "")).get(t).(*kmsg.JoinGroupResponse)
 	if jr.ErrorCode != errInconsistentProtocol {
-		t.Fatalf("classic join: %d", jr.ErrorCode)
+		t.Fatalf("classic join with migration disabled: %d", jr.ErrorCode)
 	}
 }

@@ -64,13 +64,7 @@ func TestConsumerGroupModel(t *testing.T) {
 				n := rapid.SampledFrom(names).Draw(t, "grow")
 				h.addTopic(n, h.topics[n].parts+1)
 			case op == 3:
-				s := newShard(0, h.cfg, nil)
-				if err := s.replayLog(h.log, h.nowMs); err != nil {
-					t.Fatal(err)
-				}
-				var out output
-				s.loaded(h.nowMs, &out)
-				h.s = s
+				h.restartShard()
 			default:
 				c.hold = rapid.Bool().Draw(t, "hold")
 				before := c.epoch

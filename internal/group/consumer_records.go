@@ -55,6 +55,20 @@ func cgMemberRecord(group string, m *cgMember) kmsg.Record {
 	if v.SubscribedTopicNames == nil {
 		v.SubscribedTopicNames = []string{}
 	}
+	if c := m.classic; c != nil {
+		cm := wire.NewConsumerGroupMemberMetadataValueClassicMemberMetadata()
+		cm.SessionTimeoutMillis = c.sessionTimeoutMs
+		cm.SupportedProtocols = []wire.ConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol{}
+		for _, p := range c.protocols {
+			sp := wire.NewConsumerGroupMemberMetadataValueClassicMemberMetadataSupportedProtocol()
+			sp.Name, sp.Metadata = p.name, p.metadata
+			if sp.Metadata == nil {
+				sp.Metadata = []byte{}
+			}
+			cm.SupportedProtocols = append(cm.SupportedProtocols, sp)
+		}
+		v.ClassicMemberMetadata = &cm
+	}
 	return kmsg.Record{Key: cgMemberKey(keyConsumerGroupMemberMetadata, group, m.id), Value: v.AppendTo(nil)}
 }
 
@@ -189,6 +203,13 @@ func (s *shard) replayConsumerRecord(t int16, r kmsg.Record, nowMs int64) error 
 		m.instanceID, m.rackID, m.clientID, m.clientHost = v.InstanceID, v.RackID, v.ClientID, v.ClientHost
 		m.topicNames, m.regex = slices.Clone(v.SubscribedTopicNames), v.SubscribedTopicRegex
 		m.rebalanceTimeoutMs, m.serverAssignor = v.RebalanceTimeoutMillis, v.ServerAssignor
+		m.classic = nil
+		if c := v.ClassicMemberMetadata; c != nil && len(c.SupportedProtocols) > 0 {
+			m.classic = &classicMeta{sessionTimeoutMs: c.SessionTimeoutMillis}
+			for _, p := range c.SupportedProtocols {
+				m.classic.protocols = append(m.classic.protocols, protocol{name: p.Name, metadata: p.Metadata})
+			}
+		}
 		if m.instanceID != nil {
 			g.static[*m.instanceID] = m.id
 		}

@@ -29,6 +29,10 @@ type cgHarness struct {
 	tok    uint64
 	topics map[string]cgTopic
 	cfg    shardConfig
+	// done holds every completion by token, for requests that stay parked past the
+	// input that sent them (classic joins).
+	done map[uint64]any
+	ids  int // member ids handed out by deterministicIDs
 }
 
 type cgTopic struct {
@@ -37,7 +41,7 @@ type cgTopic struct {
 }
 
 func newCGHarness(t fataler) *cgHarness {
-	h := &cgHarness{t: t, log: coordlog.NewMemory(0), nowMs: 1_000_000, topics: map[string]cgTopic{}}
+	h := &cgHarness{t: t, log: coordlog.NewMemory(0), nowMs: 1_000_000, topics: map[string]cgTopic{}, done: map[uint64]any{}}
 	h.cfg = shardConfig{offsetsRetentionMs: 1 << 40, offsetMetadataMaxBytes: 4096, newMemberJoinTimeoutMs: 300000,
 		topicMeta: func(name string) ([16]byte, int32, bool) {
 			tp, ok := h.topics[name]
@@ -81,6 +85,7 @@ func (h *cgHarness) run(fn func(tok uint64, out *output)) any {
 			if c.token == tok {
 				got = c.resp
 			}
+			h.done[c.token] = c.resp
 		}
 		out.completions = nil
 		ws := out.writes
@@ -219,6 +224,27 @@ func (h *cgHarness) checkReplay() {
 	if got, want := dumpConsumers(s), dumpConsumers(h.s); got != want {
 		h.t.Fatalf("replay differs:\nlive   %s\nreplay %s", want, got)
 	}
+	if got, want := dumpClassic(s, h.s), dumpClassic(h.s, h.s); got != want {
+		h.t.Fatalf("replay differs:\nlive   %s\nreplay %s", want, got)
+	}
+}
+
+// dumpClassic describes s's classic groups that are Stable or Empty in live, the states
+// a replay rebuilds (a rebalance in progress is not in the log).
+func dumpClassic(s, live *shard) string {
+	out := ""
+	for _, id := range sortedKeys(s.groups) {
+		g, lg := s.groups[id], live.groups[id]
+		if lg == nil || !(lg.is(stateStable) || lg.is(stateEmpty)) {
+			continue
+		}
+		out += fmt.Sprintf("[%s gen=%d %s/%s leader=%s", id, g.generation, g.protocolType, g.protocolName, g.leaderID)
+		for _, m := range g.memberList() {
+			out += fmt.Sprintf(" {%s session=%d %x}", m.id, m.sessionTimeoutMs, m.assignment)
+		}
+		out += "]"
+	}
+	return out
 }
 
 func dumpConsumers(s *shard) string {
@@ -228,8 +254,15 @@ func dumpConsumers(s *shard) string {
 		out += fmt.Sprintf("[%s epoch=%d hash=%d target=%d", id, g.epoch, g.metadataHash, g.assignmentEpoch)
 		for _, mid := range sortedKeys(g.members) {
 			m := g.members[mid]
-			out += fmt.Sprintf(" {%s inst=%v names=%v e=%d/%d %s a=%v p=%v t=%v}", mid, m.instanceID != nil, m.topicNames,
+			out += fmt.Sprintf(" {%s inst=%v names=%v e=%d/%d %s a=%v p=%v t=%v", mid, m.instanceID != nil, m.topicNames,
 				m.Epoch, m.PreviousEpoch, m.State, epochsString(m.Assigned), epochsString(m.PendingRevocation), g.target[mid].Sorted())
+			if c := m.classic; c != nil {
+				out += fmt.Sprintf(" classic=%d", c.sessionTimeoutMs)
+				for _, p := range c.protocols {
+					out += fmt.Sprintf(" %s:%x", p.name, p.metadata)
+				}
+			}
+			out += "}"
 		}
 		out += fmt.Sprintf(" owners=%d]", len(g.owner))
 	}

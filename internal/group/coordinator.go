@@ -58,6 +58,9 @@ type Config struct {
 	// ConsumerMaxSize is group.consumer.max.size (<= 0: unlimited, Kafka's
 	// Integer.MAX_VALUE).
 	ConsumerMaxSize int32
+	// ConsumerMigrationPolicy is group.consumer.migration.policy; the zero value is
+	// Kafka's default, bidirectional.
+	ConsumerMigrationPolicy MigrationPolicy
 	// ConsumerAssignors is group.consumer.assignors, the default first (nil: uniform,
 	// range). Only the server-side uniform and range assignors exist.
 	ConsumerAssignors []string
@@ -174,6 +177,7 @@ func New(cfg Config, parts []coordlog.Partition) (*Coordinator, error) {
 		newMemberJoinTimeoutMs:  cfg.NewMemberJoinTimeoutMs,
 		topicID:                 cfg.TopicID,
 		consumerMaxSize:         cfg.ConsumerMaxSize,
+		migration:               cfg.ConsumerMigrationPolicy,
 		consumerAssignors:       cfg.ConsumerAssignors,
 		consumerTimeouts:        cfg.ConsumerTimeouts,
 		topicMeta:               cfg.TopicMeta,

@@ -3,7 +3,9 @@
 // SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, TxnOffsetCommit,
 // DescribeGroups, ListGroups, DeleteGroups, OffsetDelete) and KIP-848 consumer groups
 // (ConsumerGroupHeartbeat, ConsumerGroupDescribe; consumer.go, whose pure reconciliation
-// and assignors are package consumer).
+// and assignors are package consumer), with the online migration between the two
+// protocols (migration.go: a classic group upgraded when a consumer-protocol member joins,
+// its classic members served from the server-side assignment, and downgraded back).
 //
 // # Shape
 //

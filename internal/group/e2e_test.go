@@ -34,28 +34,82 @@ func (c *consumed) distinct() int {
 	return len(c.byKey)
 }
 
+// twice returns a record consumed more than once and its count, or "" and 0.
+func (c *consumed) twice() (string, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for v, n := range c.byKey {
+		if n != 1 {
+			return v, n
+		}
+	}
+	return "", 0
+}
+
+// e2eMember is a running group consumer.
+type e2eMember struct {
+	cl   *kgo.Client
+	done chan struct{}
+}
+
+// startConsumer runs a group consumer that records what it polls in seen, commits it and
+// then lets a rebalance go on (one kgo.BlockRebalanceOnPoll holds meanwhile).
+func startConsumer(t *testing.T, ctx context.Context, seen *consumed, opts ...kgo.Opt) *e2eMember {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &e2eMember{cl: cl, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for {
+			fs := cl.PollFetches(ctx)
+			if fs.IsClientClosed() || ctx.Err() != nil {
+				return
+			}
+			rs := fs.Records()
+			seen.add(rs)
+			if len(rs) > 0 {
+				if err := cl.CommitRecords(ctx, rs...); err != nil && ctx.Err() == nil {
+					t.Errorf("commit: %v", err)
+				}
+			}
+			cl.AllowRebalance()
+		}
+	}()
+	return m
+}
+
 // TestKgoConsumerProtocolGroup runs franz-go's KIP-848 consumer (kgo.ServerSideBalancer,
 // group.protocol=consumer) against a real broker: three members split a six-partition
 // topic two partitions each, as ConsumerGroupDescribe shows; they consume and commit
 // every record; when one leaves, the other two take its partitions over and the offsets
 // it committed are where they resume.
-func TestKgoConsumerProtocolGroup(t *testing.T) {
-	// A 500 ms heartbeat interval (Kafka's floor is 5 s) keeps the rebalances short.
+// startKIP848 starts a broker with a 500 ms consumer-protocol heartbeat interval (Kafka's
+// floor is 5 s; it keeps the rebalances short) and creates a six-partition topic. It
+// returns the broker, a producer that picks partitions by hand and its admin client.
+func startKIP848(t *testing.T, ctx context.Context, topic string) (*testbroker.Broker, *kgo.Client, *kadm.Client) {
+	t.Helper()
 	b := testbroker.Start(t, testbroker.WithConfig(map[string]string{
 		"group.consumer.min.heartbeat.interval.ms": "500", "group.consumer.heartbeat.interval.ms": "500"}))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const topic, group, perPartition = "kip848", "kip848-group", 50
-
 	producer, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer producer.Close()
+	t.Cleanup(producer.Close)
 	adm := kadm.NewClient(producer)
 	if _, err := adm.CreateTopic(ctx, 6, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
+	return b, producer, adm
+}
+
+func TestKgoConsumerProtocolGroup(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const topic, group, perPartition = "kip848", "kip848-group", 50
+	b, producer, adm := startKIP848(t, ctx, topic)
 	produce := func(round int) {
 		var rs []*kgo.Record
 		for p := range int32(6) {
@@ -70,35 +124,11 @@ func TestKgoConsumerProtocolGroup(t *testing.T) {
 	produce(0)
 
 	seen := &consumed{byKey: map[string]int{}}
-	type member struct {
-		cl   *kgo.Client
-		done chan struct{}
-	}
+	type member = e2eMember
 	startMember := func(balancer kgo.GroupBalancer) *member {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		return startConsumer(t, ctx, seen, kgo.SeedBrokers(b.Addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 			kgo.ServerSideBalancer(), kgo.Balancers(balancer), kgo.DisableAutoCommit(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := &member{cl: cl, done: make(chan struct{})}
-		go func() {
-			defer close(m.done)
-			for {
-				fs := cl.PollFetches(ctx)
-				if fs.IsClientClosed() || ctx.Err() != nil {
-					return
-				}
-				rs := fs.Records()
-				seen.add(rs)
-				if len(rs) > 0 {
-					if err := cl.CommitRecords(ctx, rs...); err != nil && ctx.Err() == nil {
-						t.Errorf("commit: %v", err)
-					}
-				}
-			}
-		}()
-		return m
 	}
 	ms := []*member{startMember(kgo.CooperativeStickyBalancer()), startMember(kgo.CooperativeStickyBalancer()),
 		startMember(kgo.CooperativeStickyBalancer())}

@@ -53,12 +53,15 @@ type joinRequest struct {
 // delivered as a completion for jr.token, immediately or when the join phase ends.
 func (s *shard) join(jr joinRequest, nowMs int64, out *output) {
 	req := jr.req
-	if s.consumers[req.Group] != nil {
-		// A classic member may not join a consumer group while online migration
-		// (group.consumer.migration.policy) is not supported: Kafka's answer with the
-		// policy disabled.
-		out.complete(jr.token, joinError(req.MemberID, errInconsistentProtocol))
-		return
+	if cg := s.consumers[req.Group]; cg != nil {
+		if len(cg.members) > 0 {
+			s.classicJoinToConsumerGroup(cg, jr, nowMs, out)
+			return
+		}
+		// An empty consumer group gives way to a classic one (maybeDeleteEmptyConsumerGroup).
+		e := &emitter{s: s, nowMs: nowMs}
+		s.consumerGroupTombstones(cg, e)
+		e.finishWith(out, func(error, *output) {})
 	}
 	g := s.groups[req.Group]
 	isNewGroup := g == nil
@@ -566,6 +569,10 @@ type syncRequest struct {
 // for sr.token.
 func (s *shard) sync(sr syncRequest, nowMs int64, out *output) {
 	req := sr.req
+	if cg := s.consumers[req.Group]; cg != nil && len(cg.members) > 0 {
+		s.classicSyncToConsumerGroup(cg, sr, nowMs, out)
+		return
+	}
 	g := s.groups[req.Group]
 	if g == nil || g.is(stateEmpty) {
 		out.complete(sr.token, syncError(errUnknownMemberID))
@@ -662,6 +669,9 @@ func (s *shard) removePendingSync(g *classicGroup, memberID string) {
 // heartbeat handles Heartbeat (classicGroupHeartbeatToClassicGroup) and returns the
 // error code of the response.
 func (s *shard) heartbeat(req *kmsg.HeartbeatRequest, nowMs int64) int16 {
+	if cg := s.consumers[req.Group]; cg != nil {
+		return s.classicHeartbeatToConsumerGroup(cg, req, nowMs)
+	}
 	g := s.groups[req.Group]
 	if g == nil {
 		return errUnknownMemberID

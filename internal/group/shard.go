@@ -47,8 +47,9 @@ type shardConfig struct {
 	topicID func(topic string) ([16]byte, bool)
 
 	// Consumer groups (KIP-848).
-	consumerMaxSize   int32    // group.consumer.max.size (<= 0: unlimited)
-	consumerAssignors []string // group.consumer.assignors, the default first
+	consumerMaxSize   int32           // group.consumer.max.size (<= 0: unlimited)
+	migration         MigrationPolicy // group.consumer.migration.policy
+	consumerAssignors []string        // group.consumer.assignors, the default first
 	// consumerTimeouts is a group's session timeout and heartbeat interval (nil:
 	// Kafka's defaults, 45 s and 5 s).
 	consumerTimeouts func(groupID string) (sessionMs, heartbeatMs int32)
@@ -98,6 +99,8 @@ const (
 	timerSync                                   // pending-sync expiration
 	timerConsumerSession                        // consumer-protocol member session
 	timerConsumerRebalance                      // consumer-protocol revocation deadline (generation: the epoch)
+	timerConsumerJoin                           // a classic member of a consumer group must rejoin by then
+	timerConsumerSync                           // a classic member of a consumer group must sync by then
 )
 
 type timerKey struct {
@@ -160,6 +163,8 @@ func (t *timers) cancel(k timerKey) {
 		heap.Remove(&t.h, e.index)
 	}
 }
+
+func (t *timers) has(k timerKey) bool { _, ok := t.byKey[k]; return ok }
 
 // popDue removes and returns the earliest entry due at nowMs, or nil.
 func (t *timers) popDue(nowMs int64) *timerEntry {
@@ -231,6 +236,8 @@ func (s *shard) expire(nowMs int64, out *output) {
 			s.expireConsumerMember(e.key.group, e.key.member, 0, false, nowMs, out)
 		case timerConsumerRebalance:
 			s.expireConsumerMember(e.key.group, e.key.member, e.generation, true, nowMs, out)
+		case timerConsumerJoin, timerConsumerSync:
+			s.expireConsumerMember(e.key.group, e.key.member, 0, false, nowMs, out)
 		}
 	}
 }
