@@ -58,8 +58,18 @@ type ListenerConfig struct {
 	// most this long (less if the credential expires sooner, as an OAUTHBEARER token
 	// does); the client is told in SaslAuthenticate's session_lifetime_ms, and a request
 	// after the end, unless it begins a re-authentication, closes the connection. Zero:
-	// sessions end only with their credential.
-	MaxReauth time.Duration
+	// sessions end only with their credential. MaxReauthByMechanism overrides it for the
+	// mechanisms it names (listener.name.<l>.<mechanism>.connections.max.reauth.ms).
+	MaxReauth            time.Duration
+	MaxReauthByMechanism map[string]time.Duration
+}
+
+// maxReauth is the session cap for mechanism.
+func (l ListenerConfig) maxReauth(mechanism string) time.Duration {
+	if d, ok := l.MaxReauthByMechanism[mechanism]; ok {
+		return d
+	}
+	return l.MaxReauth
 }
 
 // perIPLimit returns the default per-address connection limit for a broker-wide maximum:

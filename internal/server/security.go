@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,8 +63,10 @@ func (l ListenerConfig) check(name string) error {
 	if l.SecurityProtocol.usesSASL() != (l.SASL != nil) {
 		return fmt.Errorf("server: listener %s: security protocol %s with SASL config %v", name, l.protocol(), l.SASL != nil)
 	}
-	if l.MaxReauth < 0 || l.MaxReauth > 0 && l.SASL == nil {
-		return fmt.Errorf("server: listener %s: connections.max.reauth.ms %v on a %s listener (it is for SASL sessions)", name, l.MaxReauth, l.protocol())
+	for _, d := range append([]time.Duration{l.MaxReauth}, slices.Collect(maps.Values(l.MaxReauthByMechanism))...) {
+		if d < 0 || d > 0 && l.SASL == nil {
+			return fmt.Errorf("server: listener %s: connections.max.reauth.ms %v on a %s listener (it is for SASL sessions)", name, d, l.protocol())
+		}
 	}
 	return nil
 }
@@ -363,7 +367,7 @@ func (c *conn) step(token []byte, p *pending, ok func(sasl.Outcome, time.Duratio
 	var lifetime time.Duration
 	if out.Done {
 		now := c.s.cfg.Now()
-		lifetime = sessionLifetime(now, out.Expiry, a.listener.MaxReauth)
+		lifetime = sessionLifetime(now, out.Expiry, a.listener.maxReauth(a.exchange.Mechanism()))
 		a.sessionEnd = time.Time{}
 		if lifetime > 0 || !out.Expiry.IsZero() {
 			a.sessionEnd = now.Add(lifetime)
