@@ -30,7 +30,7 @@ phase "vet and go test ./..."
 # shared 2-core machine (load average 5-10 from other work): 2m14s of wall time without
 # batch, compress and broker, the longest share/sharepartition (53 s); those three alone
 # take 2m21s (broker 94 s), or 79 s (broker 64 s) at load average 1-2.
-go test -race -count=1 -timeout 40m ./internal/server ./internal/log ./internal/cluster/... ./internal/batch ./internal/compress ./internal/broker ./internal/share/... ./internal/group ./internal/txn ./kgoext/... ./eos ./internal/fetchsession ./sim ./cmd/exactq
+go test -race -count=1 -timeout 40m ./internal/server ./internal/security/... ./internal/log ./internal/cluster/... ./internal/batch ./internal/compress ./internal/broker ./internal/share/... ./internal/group ./internal/txn ./kgoext/... ./eos ./internal/fetchsession ./sim ./cmd/exactq
 phase "go test -race"
 
 # Side-by-side smoke: every bench workload (P1-P7) at tiny sizes against exactq and Apache

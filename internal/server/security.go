@@ -226,9 +226,10 @@ type errAuth struct{ reason string }
 
 func (e errAuth) Error() string { return e.reason }
 
-// gate runs a decoded request through the listener's authentication. On a listener
-// without SASL, only the session checks apply (there are none), so everything goes to the
-// handler.
+// gate runs a decoded request through the listener's authentication: on a SASL listener
+// it answers ApiVersions, SaslHandshake and SaslAuthenticate until the client is
+// authenticated, starts re-authentications and ends expired sessions; on the others
+// every request goes to the handler (their TLS, if any, was done by secure).
 func (c *conn) gate(d *decoded, p *pending) (authVerdict, error) {
 	a := c.auth
 	if a == nil || !a.listener.protocol().usesSASL() {
