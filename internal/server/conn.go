@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -158,6 +159,13 @@ func (c *conn) isStopped() bool {
 func (c *conn) kill() {
 	c.killOnce.Do(func() {
 		c.cancel()
+		if tc, ok := c.nc.(*tls.Conn); ok {
+			// tls.Conn.Close first writes close_notify under a 5 s deadline, which a
+			// client not reading would make Close wait out (Server.Close kills every
+			// connection in turn); the socket itself closes at once.
+			_ = tc.NetConn().Close()
+			return
+		}
 		_ = c.nc.Close()
 	})
 }
