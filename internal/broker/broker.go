@@ -208,35 +208,40 @@ func Open(cfg Config) (*Broker, error) {
 	if err := b.pids.reserveFirst(); err != nil {
 		b.storageError("reserve producer ids", err)
 	}
-	if b.topics.get(shareGroupStateTopic) != nil {
-		if _, err := b.shares(); err != nil {
-			b.closeCoordinators()
-			b.closeLogs()
-			b.closeMetadataLog()
-			lock.release()
-			return nil, err
-		}
-	}
-	if b.topics.get(transactionStateTopic) != nil {
-		if _, err := b.txnCoordinator(); err != nil {
-			b.closeCoordinators()
-			b.closeLogs()
-			b.closeMetadataLog()
-			lock.release()
-			return nil, err
-		}
-	} else if b.topics.get(offsetsTopic) != nil {
-		if _, err := b.groupCoordinator(); err != nil {
-			b.closeLogs()
-			b.closeMetadataLog()
-			lock.release()
-			return nil, err
-		}
+	if err := b.loadCoordinatorsAtStart(); err != nil {
+		b.closeCoordinators()
+		b.closeLogs()
+		b.closeMetadataLog()
+		lock.release()
+		return nil, err
 	}
 	b.resolveOrphanedStagings() // sharerecovery.go
 	b.bg.Add(1)
 	go b.housekeeping()
 	return b, nil
+}
+
+// loadCoordinatorsAtStart loads the coordinators whose internal topics exist, before the
+// broker serves. A cluster node loads them on first use only: they need every partition of
+// their internal topics here, which placement spreads over the nodes (step 13).
+func (b *Broker) loadCoordinatorsAtStart() error {
+	if b.clustered() {
+		return nil
+	}
+	if b.topics.get(shareGroupStateTopic) != nil {
+		if _, err := b.shares(); err != nil {
+			return err
+		}
+	}
+	if b.topics.get(transactionStateTopic) != nil {
+		_, err := b.txnCoordinator()
+		return err
+	}
+	if b.topics.get(offsetsTopic) != nil {
+		_, err := b.groupCoordinator()
+		return err
+	}
+	return nil
 }
 
 func (b *Broker) load() error {

@@ -73,7 +73,7 @@ func (b *Broker) handleDescribeCluster(req *server.Request, r *kmsg.DescribeClus
 	}
 	resp.EndpointType = 1
 	resp.ClusterID = b.ClusterID()
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerID()
 	resp.ClusterAuthorizedOperations = authorizedOperationsUnset
 	for _, mb := range b.brokerList() {
 		db := kmsg.NewDescribeClusterResponseBroker()

@@ -148,6 +148,9 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, response
 		total += int(n)
 		cur.Partitions = append(cur.Partitions, rp)
 	}
+	if len(fr.leaders) > 0 && r.Version >= 16 {
+		b.fetchEndpoints(resp, fr.leaders)
+	}
 	return fr, total, hasError
 }
 
@@ -157,19 +160,26 @@ func (b *Broker) readFetch(r *kmsg.FetchRequest, targets []fetchTarget, response
 // limits, so a consumer is never stuck behind a big batch.
 func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResponseTopicPartition, fr *fetchReply, budget int, firstInResponse, readCommitted bool) int64 {
 	t := b.fetchTopic(tg, version)
-	p := partitionOf(t, tg.partition)
-	if p == nil {
-		missing := kerr.UnknownTopicOrPartition
-		if version >= 13 {
-			missing = kerr.UnknownTopicID
+	missing := kerr.UnknownTopicOrPartition
+	if version >= 13 {
+		missing = kerr.UnknownTopicID
+	}
+	rt := b.routeTo(t, tg.partition, missing)
+	if rt.err == nil {
+		rt.err = rt.checkEpoch(tg.leaderEpoch)
+	}
+	if rt.err != nil {
+		rp.ErrorCode = rt.err.Code
+		if version >= 12 && rt.hinted() {
+			// KIP-951 (Fetch v12+ carries CurrentLeader; NodeEndpoints from v16).
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = rt.leader, rt.epoch
+			if rt.leader >= 0 {
+				fr.leaders[rt.leader] = true
+			}
 		}
-		rp.ErrorCode = missingPartition(t, tg.partition, missing).Code
 		return 0
 	}
-	if code := checkLeaderEpoch(tg.leaderEpoch); code != 0 {
-		rp.ErrorCode = code
-		return 0
-	}
+	p := rt.p
 	hw := p.highWatermark()
 	lso := p.lastStableOffset()
 	rp.HighWatermark = hw
@@ -210,20 +220,4 @@ func (b *Broker) readPartition(version int16, tg fetchTarget, rp *kmsg.FetchResp
 		return 0
 	}
 	return n
-}
-
-// leaderEpoch is this single node's leader epoch for every partition. Leadership never
-// moves until clustering exists, so it stays 0.
-const leaderEpoch = 0
-
-// checkLeaderEpoch answers a client's CurrentLeaderEpoch as Kafka's leader would.
-func checkLeaderEpoch(clientEpoch int32) int16 {
-	switch {
-	case clientEpoch < 0 || clientEpoch == leaderEpoch:
-		return 0
-	case clientEpoch < leaderEpoch:
-		return kerr.FencedLeaderEpoch.Code
-	default:
-		return kerr.UnknownLeaderEpoch.Code
-	}
 }

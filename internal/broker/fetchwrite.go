@@ -27,10 +27,13 @@ import (
 type fetchReply struct {
 	*kmsg.FetchResponse
 	splicing
+	// leaders are the leaders named in the partitions' KIP-951 hints, whose endpoints
+	// the response carries (set while it is built).
+	leaders map[int32]bool
 }
 
 func newFetchReply(resp *kmsg.FetchResponse) *fetchReply {
-	fr := &fetchReply{FetchResponse: resp}
+	fr := &fetchReply{FetchResponse: resp, leaders: map[int32]bool{}}
 	fr.splicing = splicing{resp: resp, layout: fr}
 	return fr
 }

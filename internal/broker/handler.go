@@ -50,6 +50,7 @@ var implemented = []int16{
 	66, // ListTransactions
 	68, // ConsumerGroupHeartbeat
 	69, // ConsumerGroupDescribe
+	75, // DescribeTopicPartitions
 	76, // ShareGroupHeartbeat
 	77, // ShareGroupDescribe
 	78, // ShareFetch
@@ -136,6 +137,8 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.forwardReply(ctx, req, r)
 	case *kmsg.DescribeClusterRequest:
 		return b.handleDescribeCluster(req, r)
+	case *kmsg.DescribeTopicPartitionsRequest:
+		return b.handleDescribeTopicPartitions(req, r)
 	case *kmsg.DescribeQuorumRequest:
 		return b.handleDescribeQuorum(ctx, req, r)
 	case *kmsg.DescribeProducersRequest:

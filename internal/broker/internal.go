@@ -30,6 +30,12 @@ func (b *Broker) internalPartitions(name string) ([]coordlog.Partition, error) {
 	parts, _ := t.snapshot()
 	out := make([]coordlog.Partition, len(parts))
 	for i, p := range parts {
+		if ip := imagePartition(b.pub.image(), t.id, int32(i)); p == nil && ip != nil && !b.hosts(ip) {
+			// A coordinator here needs every partition of its topic: coordinators that
+			// follow the leadership of their partitions across nodes are step 13.
+			return nil, fmt.Errorf("%s-%d is on another node (coordinators across nodes are not built yet): %w",
+				name, i, kerr.CoordinatorNotAvailable)
+		}
 		if p == nil {
 			return nil, fmt.Errorf("%s-%d is offline: %w", name, i, kerr.KafkaStorageError)
 		}
@@ -67,7 +73,7 @@ func (ip *internalPartition) Append(ctx context.Context, cb coordlog.Batch) (int
 		return -1, err
 	}
 	p.mu.Lock()
-	batch.SetLeaderEpoch(raw, leaderEpoch)
+	batch.SetLeaderEpoch(raw, p.epoch.Load())
 	first, _, err := p.log.Append([][]byte{raw})
 	if err == nil && cb.ProducerID >= 0 {
 		p.producers.Update(producerstate.Batch{

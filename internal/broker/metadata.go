@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/cluster/admin"
+	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/server"
 )
 
@@ -14,15 +16,13 @@ import (
 const authorizedOperationsUnset = -2147483648
 
 func (b *Broker) brokerList() []kmsg.MetadataResponseBroker {
-	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID = b.cfg.NodeID
-	br.Host = b.cfg.AdvertisedHost
-	br.Port = b.cfg.AdvertisedPort
-	if b.cfg.Rack != "" {
-		rack := b.cfg.Rack
-		br.Rack = &rack
+	var out []kmsg.MetadataResponseBroker
+	for _, e := range b.brokers() {
+		br := kmsg.NewMetadataResponseBroker()
+		br.NodeID, br.Host, br.Port, br.Rack = e.id, e.host, e.port, e.rack
+		out = append(out, br)
 	}
-	return []kmsg.MetadataResponseBroker{br}
+	return out
 }
 
 func (b *Broker) handleMetadata(ctx context.Context, req *server.Request, r *kmsg.MetadataRequest) server.Reply {
@@ -30,7 +30,7 @@ func (b *Broker) handleMetadata(ctx context.Context, req *server.Request, r *kms
 	resp.Brokers = b.brokerList()
 	cid := b.ClusterID()
 	resp.ClusterID = &cid
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerID()
 	resp.AuthorizedOperations = authorizedOperationsUnset
 
 	// A null topic list means all topics; an empty list (v1+) means none.
@@ -119,21 +119,18 @@ func (b *Broker) topicMetadata(t *topic, r *kmsg.MetadataRequest) kmsg.MetadataR
 	if r.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = allTopicOperations
 	}
-	parts, _ := t.snapshot()
-	for i, p := range parts {
+	it := b.pub.image().TopicsByID[t.id]
+	if it == nil {
+		return mt
+	}
+	for i, ip := range it.Partitions {
+		s := b.stateOf(t, int32(i), ip)
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
-		mp.Leader = b.cfg.NodeID
-		mp.LeaderEpoch = leaderEpoch
-		mp.Replicas = []int32{b.cfg.NodeID}
-		mp.ISR = []int32{b.cfg.NodeID}
-		mp.OfflineReplicas = []int32{}
-		if p == nil {
-			// Its log could not be opened here: as Kafka reports a partition whose only
-			// replica is on an offline log directory, without a leader.
-			mp.ErrorCode = kerr.LeaderNotAvailable.Code
-			mp.Leader = -1
-			mp.OfflineReplicas = []int32{b.cfg.NodeID}
+		mp.Leader, mp.LeaderEpoch = s.leader, s.epoch
+		mp.Replicas, mp.ISR, mp.OfflineReplicas = s.replicas, s.isr, s.offline
+		if s.err != nil {
+			mp.ErrorCode = s.err.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
@@ -144,3 +141,110 @@ func (b *Broker) topicMetadata(t *topic, r *kmsg.MetadataRequest) kmsg.MetadataR
 // authorizer: READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7) DESCRIBE(8) DESCRIBE_CONFIGS(10)
 // ALTER_CONFIGS(11), the set Kafka reports for a topic to a fully authorized principal.
 const allTopicOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+
+// maxDescribePartitions is max.request.partition.size.limit (Kafka's default): the most
+// partitions one DescribeTopicPartitions response carries.
+const maxDescribePartitions = 2000
+
+// handleDescribeTopicPartitions answers DescribeTopicPartitions (75, KIP-966) from the
+// image the registry matches, as Kafka's DescribeTopicPartitionsRequestHandler: the named
+// topics (every topic when none is named) by name, from the cursor on, at most
+// min(ResponsePartitionLimit, 2000) partitions, with a next cursor when cut; an unknown
+// named topic is UNKNOWN_TOPIC_OR_PARTITION; a cursor outside the named topics, or at a
+// negative partition, is INVALID_REQUEST, which Kafka's handler throws for the request.
+func (b *Broker) handleDescribeTopicPartitions(req *server.Request, r *kmsg.DescribeTopicPartitionsRequest) server.Reply {
+	resp := r.ResponseKind().(*kmsg.DescribeTopicPartitionsResponse)
+	from := ""
+	if r.Cursor != nil {
+		from = r.Cursor.Topic
+	}
+	var names []string
+	all := len(r.Topics) == 0
+	if all {
+		for _, t := range b.topics.all() {
+			names = append(names, t.name)
+		}
+	} else {
+		seen := map[string]bool{}
+		for _, rt := range r.Topics {
+			if !seen[rt.Topic] {
+				seen[rt.Topic] = true
+				names = append(names, rt.Topic)
+			}
+		}
+		slices.Sort(names)
+		if r.Cursor != nil && !seen[r.Cursor.Topic] {
+			return server.Reply{Resp: invalidDescribeTopicPartitions(resp, names)}
+		}
+	}
+	if r.Cursor != nil && r.Cursor.Partition < 0 {
+		return server.Reply{Resp: invalidDescribeTopicPartitions(resp, names)}
+	}
+	left := min(r.ResponsePartitionLimit, maxDescribePartitions)
+	for _, name := range names {
+		if name < from {
+			continue
+		}
+		t := b.topics.get(name)
+		var it *metadata.Topic
+		if t != nil {
+			it = b.pub.image().TopicsByID[t.id]
+		}
+		dt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+		dt.Topic = kmsg.StringPtr(name)
+		if it == nil {
+			if all {
+				continue
+			}
+			dt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Topics = append(resp.Topics, dt)
+			continue
+		}
+		dt.TopicID, dt.IsInternal = t.id, t.internal
+		start := int32(0)
+		if r.Cursor != nil && name == r.Cursor.Topic {
+			start = r.Cursor.Partition
+		}
+		for i := start; i < int32(len(it.Partitions)); i++ {
+			if left <= 0 {
+				resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: i}
+				break
+			}
+			left--
+			s := b.stateOf(t, i, it.Partitions[i])
+			dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
+			dp.Partition, dp.LeaderID, dp.LeaderEpoch = i, s.leader, s.epoch
+			dp.Replicas, dp.ISR, dp.OfflineReplicas = s.replicas, s.isr, s.offline
+			dp.EligibleLeaderReplicas, dp.LastKnownELR = orEmpty(s.elr), orEmpty(s.lastKnownELR)
+			if s.err != nil {
+				dp.ErrorCode = s.err.Code
+			}
+			dt.Partitions = append(dt.Partitions, dp)
+		}
+		if len(dt.Partitions) > 0 || resp.NextCursor == nil {
+			resp.Topics = append(resp.Topics, dt)
+		}
+		if resp.NextCursor != nil {
+			break
+		}
+	}
+	return server.Reply{Resp: resp}
+}
+
+func orEmpty(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s
+}
+
+// invalidDescribeTopicPartitions is the answer to a request Kafka's handler refuses
+// whole: INVALID_REQUEST in each named topic (the response has no top-level code).
+func invalidDescribeTopicPartitions(resp *kmsg.DescribeTopicPartitionsResponse, names []string) *kmsg.DescribeTopicPartitionsResponse {
+	for _, name := range names {
+		dt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+		dt.Topic, dt.ErrorCode = kmsg.StringPtr(name), kerr.InvalidRequest.Code
+		resp.Topics = append(resp.Topics, dt)
+	}
+	return resp
+}

@@ -6,11 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/await"
@@ -193,6 +195,8 @@ func TestThreeVotersOneCluster(t *testing.T) {
 		t.Fatalf("second create: %+v", again.Topics)
 	}
 
+	c.routes(t, "spread", 6)
+
 	pid, err := ob.pids.allocate()
 	if err != nil {
 		t.Fatalf("producer id on broker %d: %v", other, err)
@@ -226,7 +230,185 @@ func TestThreeVotersOneCluster(t *testing.T) {
 		}
 		return nil
 	})
+	c.await("the publisher has the fencing", func() error {
+		if br := nb.pub.image().Brokers[ctl]; br == nil || !br.Fenced {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	leaderless(t, nb, "spread", ctl)
 }
 
 // testLogOut receives the brokers' logs (os.Stderr to watch a failing run).
 var testLogOut io.Writer = io.Discard
+
+// routes checks that topic's n partitions are led by every broker, that each broker
+// refuses the ones it does not lead with NOT_LEADER_OR_FOLLOWER and the leader's hint, and
+// that kgo, bootstrapped at one broker, produces to and reads back every partition through
+// its leader.
+func (c *brokerCluster) routes(t *testing.T, topic string, n int32) {
+	t.Helper()
+	var any *Broker
+	for _, b := range c.brokers {
+		any = b
+		break
+	}
+	im := any.pub.image()
+	tp := im.Topic(topic)
+	leaders := map[int32]int{}
+	for i, p := range tp.Partitions {
+		if len(p.Replicas) != 1 || p.Leader != p.Replicas[0] {
+			t.Fatalf("partition %d: %+v", i, p)
+		}
+		leaders[p.Leader]++
+	}
+	if len(leaders) != len(c.brokers) {
+		t.Fatalf("leaders %v: not spread over the %d brokers", leaders, len(c.brokers))
+	}
+	for id, b := range c.brokers {
+		tt := b.topics.get(topic)
+		for i, p := range tp.Partitions {
+			rt := b.routeTo(tt, int32(i), kerr.UnknownTopicOrPartition)
+			switch {
+			case p.Leader == id && (rt.err != nil || rt.p == nil):
+				t.Fatalf("broker %d does not serve partition %d it leads: %v", id, i, rt.err)
+			case p.Leader != id && (rt.err != kerr.NotLeaderForPartition || rt.leader != p.Leader || rt.epoch != p.LeaderEpoch):
+				t.Fatalf("broker %d on partition %d led by %d: %+v", id, i, p.Leader, rt)
+			case p.Leader != id && tt.partition(int32(i)) != nil:
+				t.Fatalf("broker %d opened partition %d, which it holds no replica of", id, i)
+			}
+		}
+	}
+	c.mu.Lock()
+	seed := c.clients[any.cfg.NodeID]
+	c.mu.Unlock()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seed), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	for i := range 3 * n {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: i % n, Value: []byte(fmt.Sprint(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	offsets := map[string]map[int32]kgo.Offset{topic: {}}
+	for i := range n {
+		offsets[topic][i] = kgo.NewOffset().AtStart()
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(seed), kgo.ConsumePartitions(offsets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	got := map[int32]int{}
+	for total := 0; total < len(recs); {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d: %v", total, len(recs), got)
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %d: %v", p, err) })
+		fs.EachRecord(func(r *kgo.Record) { got[r.Partition]++; total++ })
+	}
+	for i := range n {
+		if got[i] != 3 {
+			t.Fatalf("partition %d: %d records, want 3 (%v)", i, got[i], got)
+		}
+	}
+	// A produce (v12) and a fetch (v17) sent to a broker that does not lead the partition:
+	// NOT_LEADER_OR_FOLLOWER with the leader, its epoch and its endpoint (KIP-951).
+	p0 := tp.Partitions[0]
+	var wrong int32 = -1
+	for id := range c.brokers {
+		if id != p0.Leader {
+			wrong = id
+		}
+	}
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Version, pr.Acks, pr.TimeoutMillis = 12, -1, 5000
+	prt := kmsg.NewProduceRequestTopic()
+	prt.Topic, prt.TopicID = topic, tp.ID // kgo sends the highest version (v13: by id)
+	prp := kmsg.NewProduceRequestTopicPartition()
+	prt.Partitions = append(prt.Partitions, prp)
+	pr.Topics = append(pr.Topics, prt)
+	raw, err := cl.Broker(int(wrong)).Request(ctx, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	presp := raw.(*kmsg.ProduceResponse)
+	sp := presp.Topics[0].Partitions[0]
+	if sp.ErrorCode != kerr.NotLeaderForPartition.Code || sp.CurrentLeader.LeaderID != p0.Leader || sp.CurrentLeader.LeaderEpoch != p0.LeaderEpoch ||
+		len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != p0.Leader || presp.Brokers[0].Port != int32(c.portOf(p0.Leader)) {
+		t.Fatalf("produce to broker %d for a partition led by %d: %+v, brokers %+v", wrong, p0.Leader, sp, presp.Brokers)
+	}
+	fq := kmsg.NewPtrFetchRequest()
+	fq.Version, fq.MaxWaitMillis, fq.MaxBytes = 17, 0, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = topic, tp.ID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fq.Topics = append(fq.Topics, ft)
+	raw, err = cl.Broker(int(wrong)).Request(ctx, fq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresp := raw.(*kmsg.FetchResponse)
+	rp := fresp.Topics[0].Partitions[0]
+	if rp.ErrorCode != kerr.NotLeaderForPartition.Code || rp.CurrentLeader.LeaderID != p0.Leader || len(fresp.Brokers) != 1 || fresp.Brokers[0].NodeID != p0.Leader {
+		t.Fatalf("fetch from broker %d for a partition led by %d: %+v, brokers %+v", wrong, p0.Leader, rp, fresp.Brokers)
+	}
+}
+
+// portOf is broker id's client listener port.
+func (c *brokerCluster) portOf(id int32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, port, _ := net.SplitHostPort(c.clients[id])
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
+// leaderless checks through Metadata and DescribeTopicPartitions on b that topic's
+// partitions led by gone are leaderless (LEADER_NOT_AVAILABLE, leader -1, gone offline)
+// and the others led as before, and that gone is not among the brokers.
+func leaderless(t *testing.T, b *Broker, topic string, gone int32) {
+	t.Helper()
+	mr := kmsg.NewPtrMetadataRequest()
+	mr.Version = 12
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	mr.Topics = append(mr.Topics, mt)
+	resp := b.handleMetadata(context.Background(), &server.Request{Version: 12}, mr).Resp.(*kmsg.MetadataResponse)
+	for _, br := range resp.Brokers {
+		if br.NodeID == gone {
+			t.Fatalf("Metadata lists the fenced broker %d", gone)
+		}
+	}
+	im := b.pub.image()
+	tp := im.Topic(topic)
+	dq := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	dq.ResponsePartitionLimit = 2000
+	dq.Topics = append(dq.Topics, kmsg.DescribeTopicPartitionsRequestTopic{Topic: topic})
+	dresp := b.handleDescribeTopicPartitions(&server.Request{}, dq).Resp.(*kmsg.DescribeTopicPartitionsResponse)
+	if len(dresp.Topics) != 1 || len(dresp.Topics[0].Partitions) != len(tp.Partitions) || dresp.NextCursor != nil {
+		t.Fatalf("DescribeTopicPartitions: %+v", dresp)
+	}
+	for i, p := range resp.Topics[0].Partitions {
+		dp := dresp.Topics[0].Partitions[i]
+		if tp.Partitions[i].Replicas[0] == gone {
+			if p.ErrorCode != kerr.LeaderNotAvailable.Code || p.Leader != -1 || len(p.OfflineReplicas) != 1 || p.OfflineReplicas[0] != gone ||
+				dp.ErrorCode != p.ErrorCode || dp.LeaderID != -1 {
+				t.Fatalf("partition %d of the fenced broker %d: metadata %+v, described %+v", i, gone, p, dp)
+			}
+			continue
+		}
+		if p.ErrorCode != 0 || p.Leader != tp.Partitions[i].Replicas[0] || p.LeaderEpoch != tp.Partitions[i].LeaderEpoch || dp.LeaderID != p.Leader {
+			t.Fatalf("partition %d: metadata %+v, described %+v", i, p, dp)
+		}
+	}
+}

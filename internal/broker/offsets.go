@@ -28,14 +28,14 @@ func (b *Broker) handleListOffsets(req *server.Request, r *kmsg.ListOffsetsReque
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			p := partitionOf(t, rp.Partition)
-			switch {
-			case p == nil:
-				sp.ErrorCode = missingPartition(t, rp.Partition, kerr.UnknownTopicOrPartition).Code
-			case checkLeaderEpoch(rp.CurrentLeaderEpoch) != 0:
-				sp.ErrorCode = checkLeaderEpoch(rp.CurrentLeaderEpoch)
-			default:
-				b.listOffset(p, rp.Timestamp, readCommitted, &sp)
+			rt := b.routeTo(t, rp.Partition, kerr.UnknownTopicOrPartition)
+			if rt.err == nil {
+				rt.err = rt.checkEpoch(rp.CurrentLeaderEpoch)
+			}
+			if rt.err != nil {
+				sp.ErrorCode = rt.err.Code
+			} else {
+				b.listOffset(rt.p, rp.Timestamp, readCommitted, &sp)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -45,7 +45,7 @@ func (b *Broker) handleListOffsets(req *server.Request, r *kmsg.ListOffsetsReque
 }
 
 func (b *Broker) listOffset(p *partition, ts int64, readCommitted bool, sp *kmsg.ListOffsetsResponseTopicPartition) {
-	sp.LeaderEpoch = leaderEpoch
+	sp.LeaderEpoch = p.epoch.Load()
 	switch ts {
 	case listLatest:
 		sp.Offset = p.highWatermark()
@@ -96,10 +96,11 @@ func (b *Broker) handleDeleteRecords(req *server.Request, r *kmsg.DeleteRecordsR
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p := partitionOf(t, rp.Partition)
+			rt := b.routeTo(t, rp.Partition, kerr.UnknownTopicOrPartition)
+			p := rt.p
 			switch {
-			case p == nil:
-				sp.ErrorCode = missingPartition(t, rp.Partition, kerr.UnknownTopicOrPartition).Code
+			case rt.err != nil:
+				sp.ErrorCode = rt.err.Code
 			case t.internal:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			default:

@@ -28,6 +28,10 @@ type partition struct {
 	// stable offset is min(hw, unstable). Written under mu, read without it.
 	unstable atomic.Int64
 
+	// epoch is the partition's leader epoch in the image the registry matches (set by the
+	// publisher): what appended batches are stamped with.
+	epoch atomic.Int32
+
 	// hw is the high watermark: the end of the prefix consumers may read. With fsync on,
 	// it is the durable end of the log, so a consumer never sees a record that a crash
 	// could take back and later hand out again at the same offset with other contents.

@@ -40,6 +40,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *server.Request, r *kmsg
 		end    int64
 	}
 	var waits []pending
+	leaders := map[int32]bool{} // named in KIP-951 hints
 
 	for ti := range r.Topics {
 		rt := &r.Topics[ti]
@@ -58,17 +59,22 @@ func (b *Broker) handleProduce(ctx context.Context, req *server.Request, r *kmsg
 			sp := kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			var res appendResult
+			var rte route
+			if t != nil {
+				rte = b.routeTo(t, rp.Partition, kerr.UnknownTopicOrPartition)
+			}
 			switch {
 			case !validAcks:
 				res = errResult(kerr.InvalidRequiredAcks, "acks must be -1, 0 or 1")
 			case t == nil:
 				res = errResult(missing, "")
-			case t.partition(rp.Partition) == nil:
-				res = errResult(missingPartition(t, rp.Partition, kerr.UnknownTopicOrPartition), "")
+			case rte.err != nil:
+				res = errResult(rte.err, "")
+				produceHint(rte, req.Version, &sp, leaders)
 			case t.internal && !b.allowInternalWrites():
 				res = errResult(kerr.InvalidTopicException, "cannot append to internal topic "+t.name)
 			default:
-				res = b.produceToPartition(ctx, r.TransactionID, t, t.partition(rp.Partition), rp.Records, req.Version)
+				res = b.produceToPartition(ctx, r.TransactionID, t, rte.p, rp.Records, req.Version)
 			}
 			sp.ErrorCode = res.code
 			if res.message != "" {
@@ -78,18 +84,21 @@ func (b *Broker) handleProduce(ctx context.Context, req *server.Request, r *kmsg
 			sp.BaseOffset = res.baseOffset
 			sp.LogAppendTime = res.logAppendTime
 			sp.LogStartOffset = -1
-			if p := partitionOf(t, rp.Partition); p != nil {
-				sp.LogStartOffset = p.log.StartOffset()
+			if rte.p != nil {
+				sp.LogStartOffset = rte.p.log.StartOffset()
 			}
 			if res.code != 0 {
 				anyError = true
 			}
 			st.Partitions = append(st.Partitions, sp)
 			if res.code == 0 && !res.duplicate && acks == -1 && b.cfg.Fsync == FsyncAlways {
-				waits = append(waits, pending{part: t.partition(rp.Partition), ti: ti, pi: pi, end: res.end})
+				waits = append(waits, pending{part: rte.p, ti: ti, pi: pi, end: res.end})
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if len(leaders) > 0 {
+		b.produceEndpoints(resp, leaders)
 	}
 
 	// BodyDone: the batches are in the log (or rejected) and nothing below keeps a
@@ -202,7 +211,7 @@ func (p *partition) append(raw []byte, h kmsg.RecordBatch, settings topicSetting
 	defer p.mu.Unlock()
 	// The leader stamps its epoch on every batch (outside the CRC), as Kafka does; consumers
 	// track it for KIP-320 log truncation detection.
-	batch.SetLeaderEpoch(raw, leaderEpoch)
+	batch.SetLeaderEpoch(raw, p.epoch.Load())
 	logAppendTime := int64(-1)
 	if settings.logAppendTime {
 		batch.SetLogAppendTime(raw, nowMs)

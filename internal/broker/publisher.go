@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/exactq/exactq/internal/cluster/metadata"
@@ -36,6 +37,9 @@ type publisher struct {
 	offline int             // partitions in the registry whose log is not open
 	retryIn time.Duration   // the backoff of the next retry of offline partitions
 
+	// cur is im for every goroutine (routing, Metadata): set before index is published.
+	cur atomic.Pointer[metadata.Image]
+
 	mu       sync.Mutex
 	index    uint64        // guarded by mu: the index of im
 	advanced chan struct{} // guarded by mu: closed (and replaced) when index grows
@@ -57,9 +61,14 @@ const (
 var errPublisherStopped = errors.New("broker: metadata publisher stopped")
 
 func newPublisher(b *Broker) *publisher {
-	return &publisher{b: b, im: metadata.Empty(), advanced: make(chan struct{}), retryIn: offlineRetryFirst,
+	pub := &publisher{b: b, im: metadata.Empty(), advanced: make(chan struct{}), retryIn: offlineRetryFirst,
 		stop: make(chan struct{}), done: make(chan struct{})}
+	pub.cur.Store(pub.im)
+	return pub
 }
+
+// image is the image the registry matches.
+func (pub *publisher) image() *metadata.Image { return pub.cur.Load() }
 
 // start applies the node's current image, synchronously (the broker serves nothing
 // before its partitions are open), and returns the subscription the goroutine follows.
@@ -216,7 +225,7 @@ func (pub *publisher) apply(next *metadata.Image, index uint64, ids map[metadata
 	}
 	var created []*topic
 	var slots []openSlot
-	grown := map[*topic]int32{} // topics that grow, and their partition count before
+	grown := map[*topic]int32{} // topics that grow, and by how many partitions
 	for id := range ids {
 		nt := next.TopicsByID[id]
 		if nt == nil {
@@ -229,8 +238,10 @@ func (pub *publisher) apply(next *metadata.Image, index uint64, ids map[metadata
 			t.settings, _ = b.resolveSettings(t.configs)
 			t.partitions = make([]*partition, len(nt.Partitions))
 			created = append(created, t)
-			for i := range nt.Partitions {
-				slots = append(slots, openSlot{t: t, index: int32(i)})
+			for i, ip := range nt.Partitions {
+				if b.hosts(ip) {
+					slots = append(slots, openSlot{t: t, index: int32(i)})
+				}
 			}
 			continue
 		}
@@ -241,9 +252,11 @@ func (pub *publisher) apply(next *metadata.Image, index uint64, ids map[metadata
 			b.setTopicConfigs(t, maps.Clone(configs))
 		}
 		if n := int32(len(nt.Partitions)); n > have {
-			grown[t] = have
+			grown[t] = n - have
 			for i := have; i < n; i++ {
-				slots = append(slots, openSlot{t: t, index: i})
+				if b.hosts(nt.Partitions[i]) {
+					slots = append(slots, openSlot{t: t, index: i})
+				}
 			}
 		}
 	}
@@ -254,7 +267,14 @@ func (pub *publisher) apply(next *metadata.Image, index uint64, ids map[metadata
 		return nil
 	})
 	var opened []*partition
-	added := map[*topic][]*partition{}
+	added := map[*topic][]*partition{} // the grown topics' new slots, nil where not hosted
+	for t, n := range grown {
+		t.mu.RLock()
+		added[t] = make([]*partition, n)
+		have := int32(len(t.partitions))
+		t.mu.RUnlock()
+		grown[t] = have
+	}
 	for _, s := range slots {
 		if s.err != nil {
 			pub.offline++
@@ -263,8 +283,8 @@ func (pub *publisher) apply(next *metadata.Image, index uint64, ids map[metadata
 			opened = append(opened, s.p)
 			b.partitionCount.Add(1)
 		}
-		if _, ok := grown[s.t]; ok {
-			added[s.t] = append(added[s.t], s.p)
+		if have, ok := grown[s.t]; ok {
+			added[s.t][s.index-have] = s.p
 		} else {
 			s.t.partitions[s.index] = s.p
 		}
@@ -273,6 +293,11 @@ func (pub *publisher) apply(next *metadata.Image, index uint64, ids map[metadata
 		t.mu.Lock()
 		t.partitions = append(append([]*partition(nil), t.partitions...), ps...)
 		t.mu.Unlock()
+	}
+	for id := range ids {
+		if t, nt := b.topics.getByID(id), next.TopicsByID[id]; t != nil && nt != nil {
+			pub.lead(t, nt)
+		}
 	}
 	b.topics.mu.Lock()
 	for _, t := range created {
@@ -287,6 +312,7 @@ func (pub *publisher) apply(next *metadata.Image, index uint64, ids map[metadata
 	}
 	b.applyFeatures(prev, next, pub.started)
 	pub.im, pub.started = next, true
+	pub.cur.Store(next)
 	pub.publish(index)
 	return opened
 }
@@ -298,7 +324,7 @@ func (pub *publisher) retryOffline() {
 	for _, t := range b.topics.all() {
 		parts, _ := t.snapshot()
 		for i, p := range parts {
-			if p == nil {
+			if ip := imagePartition(pub.im, t.id, int32(i)); p == nil && ip != nil && b.hosts(ip) {
 				slots = append(slots, openSlot{t: t, index: int32(i)})
 			}
 		}
@@ -321,6 +347,9 @@ func (pub *publisher) retryOffline() {
 		parts[s.index] = s.p
 		s.t.partitions = parts
 		s.t.mu.Unlock()
+		if nt := pub.im.TopicsByID[s.t.id]; nt != nil {
+			pub.lead(s.t, nt)
+		}
 		b.partitionCount.Add(1)
 		b.logger.Info("partition online", "topic", s.t.name, "partition", s.index)
 	}
@@ -345,10 +374,14 @@ func (pub *publisher) removeTopic(t *topic) {
 	b.deleteTopicShareState(t)
 	parts, _ := t.snapshot()
 	for i, p := range parts {
-		if p == nil { // offline: whatever its failed open left
+		if ip := imagePartition(pub.im, t.id, int32(i)); p == nil && ip != nil && b.hosts(ip) {
+			// Offline: whatever its failed open left.
 			pub.offline--
 			os.RemoveAll(partitionDir(b.cfg.DataDir, t.name, int32(i)))
 			continue
+		}
+		if p == nil {
+			continue // not hosted here
 		}
 		b.partitionCount.Add(-1)
 		if err := p.delete(); err != nil {
@@ -356,6 +389,17 @@ func (pub *publisher) removeTopic(t *topic) {
 		}
 	}
 	b.logger.Info("topic deleted", "topic", t.name)
+}
+
+// lead gives t's open partitions the leader epochs of nt (the image's), which appends
+// stamp on their batches.
+func (pub *publisher) lead(t *topic, nt *metadata.Topic) {
+	parts, _ := t.snapshot()
+	for i, p := range parts {
+		if p != nil && i < len(nt.Partitions) {
+			p.epoch.Store(nt.Partitions[i].LeaderEpoch)
+		}
+	}
 }
 
 // setTopicConfigs gives a topic its new overrides and its open partitions their settings.

@@ -408,7 +408,7 @@ func (b *Broker) handleDescribeShareGroupOffsets(ctx context.Context, req *serve
 					}
 					for _, idx := range rt.Partitions {
 						gp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
-						gp.Partition, gp.LeaderEpoch = idx, leaderEpoch
+						gp.Partition, gp.LeaderEpoch = idx, b.leaderEpochOf(t, idx)
 						if partitionOf(t, idx) == nil {
 							gp.ErrorCode, gp.StartOffset, gp.Lag = kerr.UnknownTopicOrPartition.Code, -1, -1
 						} else if start, lag, err := s.fetch.Offsets(ctx, rg.GroupID, t.id, idx); err != nil {

@@ -24,12 +24,11 @@ type shareLogs struct{ b *Broker }
 var _ share.Logs = shareLogs{}
 
 func (s shareLogs) partition(topicID [16]byte, index int32) (*partition, error) {
-	t := s.b.topics.getByID(topicID)
-	p := partitionOf(t, index)
-	if p == nil {
-		return nil, missingPartition(t, index, kerr.UnknownTopicOrPartition)
+	rt := s.b.routeTo(s.b.topics.getByID(topicID), index, kerr.UnknownTopicOrPartition)
+	if rt.err != nil {
+		return nil, rt.err
 	}
-	return p, nil
+	return rt.p, nil
 }
 
 // Read returns whole batches from offset up to maxOffset, the high watermark or (for

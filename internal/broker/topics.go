@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/cluster/node"
 	"github.com/exactq/exactq/internal/cluster/upgrade"
@@ -42,21 +40,6 @@ func (t *topic) partition(i int32) *partition {
 		return nil
 	}
 	return t.partitions[i]
-}
-
-// missingPartition is the error for partition i of t when t.partition(i) is nil:
-// KAFKA_STORAGE_ERROR when the partition exists but its log is offline here (see
-// publisher), otherwise missing (UNKNOWN_TOPIC_OR_PARTITION or its request's equivalent).
-func missingPartition(t *topic, i int32, missing *kerr.Error) *kerr.Error {
-	if t == nil {
-		return missing
-	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if i >= 0 && int(i) < len(t.partitions) && t.partitions[i] == nil {
-		return kerr.KafkaStorageError
-	}
-	return missing
 }
 
 // snapshot is the topic's partitions (nil where offline) and settings.

@@ -143,7 +143,7 @@ func (p *partition) appendMarker(pid int64, epoch int16, commit bool, coordinato
 		return 0, kerrWrap(producerstate.KafkaCode(err), err)
 	}
 	raw := batch.ControlBatch(pid, epoch, commit, coordinatorEpoch, nowMs)
-	batch.SetLeaderEpoch(raw, leaderEpoch)
+	batch.SetLeaderEpoch(raw, p.epoch.Load())
 	first, _, err := p.log.Append([][]byte{raw})
 	if err != nil {
 		return 0, err
