@@ -262,8 +262,15 @@ func (b *Broker) load() error {
 	b.features = openFeatures(b)
 	b.pids = openProducerIDs(b, im)
 	recs := topicsOf(im)
-	if err := removeOrphanPartitionDirs(b.cfg.DataDir, recs); err != nil {
-		return err
+	// A lone voter's image holds its whole log at start (its stored commit index is raised
+	// to its last entry). A cluster node's may be behind (a stale commit index, a log that
+	// missed entries while it was down): its orphans are removed once the controller has
+	// unfenced it, which it does only once the node applied its registration (publisher's
+	// cleanup), so no data is deleted from a stale view.
+	if !b.clustered() {
+		if err := removeOrphanPartitionDirs(b.cfg.DataDir, recs); err != nil {
+			return err
+		}
 	}
 	// The publisher opens every partition of the current image (in parallel), before the
 	// broker serves; a partition whose log does not open is offline, and retried.

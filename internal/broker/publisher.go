@@ -44,6 +44,10 @@ type publisher struct {
 	index    uint64        // guarded by mu: the index of im
 	advanced chan struct{} // guarded by mu: closed (and replaced) when index grows
 
+	// cleanup asks the goroutine to remove the partition directories its image does not
+	// name (removeOrphanPartitionDirs): a cluster node's, once caught up (registration.go).
+	cleanup chan struct{}
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -62,7 +66,7 @@ var errPublisherStopped = errors.New("broker: metadata publisher stopped")
 
 func newPublisher(b *Broker) *publisher {
 	pub := &publisher{b: b, im: metadata.Empty(), advanced: make(chan struct{}), retryIn: offlineRetryFirst,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		cleanup: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	pub.cur.Store(pub.im)
 	return pub
 }
@@ -98,6 +102,11 @@ func (pub *publisher) run(ch <-chan *quorum.Applied, cancel func()) {
 		case <-retry:
 			retry = nil
 			pub.retryOffline()
+		case <-pub.cleanup:
+			// The directories of every partition pub.im names stay, open or offline.
+			if err := removeOrphanPartitionDirs(pub.b.cfg.DataDir, topicsOf(pub.im)); err != nil {
+				pub.b.logger.Error("removing orphan partition directories", "err", err)
+			}
 		case a, ok := <-ch:
 			if !ok {
 				cancel()
@@ -147,6 +156,15 @@ func (pub *publisher) touched(u node.Update) map[metadata.TopicID]bool {
 		}
 	}
 	return ids
+}
+
+// requestCleanup asks for the orphan partition directories to be removed at the image the
+// publisher has then.
+func (pub *publisher) requestCleanup() {
+	select {
+	case pub.cleanup <- struct{}{}:
+	default: // one is pending
+	}
 }
 
 // close stops the goroutine; an apply in progress finishes first.

@@ -251,6 +251,11 @@ func (r *registration) heartbeat(ctx context.Context, wantShutdown bool) error {
 	r.mu.Unlock()
 	if was && !hr.IsFenced {
 		r.b.logger.Info("unfenced by the controller", "broker_epoch", epoch)
+		if r.b.clustered() {
+			// Unfenced only once the publisher applied this registration: the image is
+			// no older than the log was when the node came back.
+			r.b.pub.requestCleanup()
+		}
 	}
 	return nil
 }
