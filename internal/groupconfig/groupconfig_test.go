@@ -125,7 +125,8 @@ func TestByDuration(t *testing.T) {
 }
 
 // The KIP-1191 dead-letter configs are refused (exactq dead-letters nothing yet) by every
-// alter path, and never described; every other config behaves as before.
+// alter path, and left out of Describe (DescribeConfigs lists them read-only, see
+// TestDescribeLikeKafka); every other config behaves as before.
 func TestDLQConfigsRefused(t *testing.T) {
 	b := mustBroker(t, nil)
 	set := func(name, v string) []kmsg.IncrementalAlterConfigsRequestResourceConfig {
@@ -194,5 +195,82 @@ func TestApplyAlterReplaces(t *testing.T) {
 	}
 	if _, err := b.ApplyAlter([]kmsg.AlterConfigsRequestResourceConfig{cfg("share.no.such", &three)}); !errors.Is(err, kerr.InvalidConfig) {
 		t.Errorf("unknown name: %v", err)
+	}
+}
+
+// TestDescribeLikeKafka: DescribeConfigs of a group lists Kafka 4.4's 21 group configs with
+// Kafka's values, sources and synonyms (the group's override first, then the broker synonym
+// as the broker's configuration sets it and its DEFAULT_CONFIG:group.* default, or the group
+// config's own default), and the configs exactq does not act on are read-only, documented as
+// such and refused when set.
+func TestDescribeLikeKafka(t *testing.T) {
+	b := mustBroker(t, map[string]string{"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500"})
+	cfgs := b.DescribeConfigs(map[string]string{ShareIsolationLevel: "read_committed", ConsumerSessionTimeoutMs: "50000"}, nil, true, true)
+	want := []string{
+		"consumer.assignment.interval.ms", "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
+		"errors.deadletterqueue.copy.record.enable", "errors.deadletterqueue.topic.name",
+		"share.assignment.interval.ms", "share.auto.offset.reset", "share.delivery.count.limit", "share.heartbeat.interval.ms",
+		"share.isolation.level", "share.partition.max.record.locks", "share.record.lock.duration.ms", "share.renew.acknowledge.enable",
+		"share.session.timeout.ms", "streams.assignment.interval.ms", "streams.assignor.name", "streams.heartbeat.interval.ms",
+		"streams.initial.rebalance.delay.ms", "streams.num.standby.replicas", "streams.rack.aware.assignment.tags", "streams.session.timeout.ms",
+	}
+	var got []string
+	by := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range cfgs {
+		got = append(got, c.Name)
+		by[c.Name] = c
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("described\n%v\nwant Kafka's 21\n%v", got, want)
+	}
+	syn := func(c kmsg.DescribeConfigsResponseResourceConfig) string {
+		var parts []string
+		for _, s := range c.ConfigSynonyms {
+			parts = append(parts, s.Source.String()+":"+s.Name+"="+*s.Value)
+		}
+		return strings.Join(parts, " ")
+	}
+	for _, tc := range []struct{ name, value, source, synonyms string }{
+		{"consumer.assignment.interval.ms", "1000", "DEFAULT_CONFIG", "DEFAULT_CONFIG:group.consumer.assignment.interval.ms=1000"},
+		{"consumer.session.timeout.ms", "50000", "GROUP_CONFIG", "GROUP_CONFIG:consumer.session.timeout.ms=50000 DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000"},
+		{"consumer.heartbeat.interval.ms", "500", "STATIC_BROKER_CONFIG", "STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=500 DEFAULT_CONFIG:group.consumer.heartbeat.interval.ms=5000"},
+		{"share.isolation.level", "read_committed", "GROUP_CONFIG", "GROUP_CONFIG:share.isolation.level=read_committed DEFAULT_CONFIG:share.isolation.level=read_uncommitted"},
+		{"share.auto.offset.reset", "latest", "DEFAULT_CONFIG", "DEFAULT_CONFIG:share.auto.offset.reset=latest"},
+		{"share.record.lock.duration.ms", "30000", "DEFAULT_CONFIG", "DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000"},
+		{"streams.assignor.name", "sticky", "DEFAULT_CONFIG", "DEFAULT_CONFIG:group.streams.assignors=sticky"},
+		{"streams.rack.aware.assignment.tags", "", "DEFAULT_CONFIG", "DEFAULT_CONFIG:group.streams.rack.aware.assignment.tags="},
+		{"errors.deadletterqueue.topic.name", "", "DEFAULT_CONFIG", "DEFAULT_CONFIG:errors.deadletterqueue.topic.name="},
+		{"errors.deadletterqueue.copy.record.enable", "false", "DEFAULT_CONFIG", "DEFAULT_CONFIG:errors.deadletterqueue.copy.record.enable=false"},
+	} {
+		c := by[tc.name]
+		if *c.Value != tc.value || c.Source.String() != tc.source || syn(c) != tc.synonyms {
+			t.Errorf("%s = %q %s {%s}, want %q %s {%s}", tc.name, *c.Value, c.Source, syn(c), tc.value, tc.source, tc.synonyms)
+		}
+	}
+	for name, c := range by {
+		acted := byName[name].unsupported == ""
+		if c.ReadOnly == acted || (!acted && !strings.Contains(*c.Documentation, "Not honoured by exactq")) {
+			t.Errorf("%s: read-only %v, documentation %q", name, c.ReadOnly, *c.Documentation)
+		}
+		if !acted {
+			if err := b.Validate(name, *c.Value); !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(err.Error(), "Unsupported group config name") {
+				t.Errorf("setting %s: %v", name, err)
+			}
+		}
+	}
+	if cfgs := b.DescribeConfigs(nil, []string{ConsumerSessionTimeoutMs}, false, false); len(cfgs) != 1 || cfgs[0].ConfigSynonyms != nil || cfgs[0].Documentation != nil {
+		t.Fatalf("without synonyms or docs: %+v", cfgs)
+	}
+	// Kafka's internal configs are refused too.
+	if err := b.Validate("consumer.assignor.offload.enable", "false"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("internal config: %v", err)
+	}
+	// Kafka's range message, within the broker's bounds.
+	if err := b.Validate(ConsumerSessionTimeoutMs, "70000"); err == nil || err.Error() != "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive." {
+		t.Fatalf("out of range: %v", err)
+	}
+	// The view the broker has today lists the configs exactq acts on.
+	if n := len(b.Describe(nil, nil, false)); n != 11 {
+		t.Fatalf("Describe lists %d", n)
 	}
 }
