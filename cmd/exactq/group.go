@@ -101,6 +101,11 @@ coordinator; its members with the partitions assigned to them; and per partition
 committed offset, the log end offset and the lag between them. A partition without a
 committed offset shows "-".
 
+A consumer-protocol (KIP-848) group shows, as --describe --members --verbose does, its
+assignor, group epoch and target assignment epoch, and per member its epoch, its current
+and its target assignment, and, when classic and consumer-protocol members share the group
+(an online migration), whether each member is UPGRADED to the consumer protocol.
+
   -b, --brokers host:port   bootstrap brokers (default 127.0.0.1:9092)
 `, stdout)
 	names, adm, err := f.parseAdmin(args, 1, -1)
@@ -108,27 +113,61 @@ committed offset shows "-".
 		return err
 	}
 	defer adm.Close()
-	descs, err := adm.DescribeGroups(ctx, names...)
-	printed := 0
-	return eachAnswer(names, descs, err, func(d kadm.DescribedGroup) error { return withMessage(d.Err, d.ErrMessage) }, func(name string, d kadm.DescribedGroup) error {
-		offsets, err := adm.FetchOffsets(ctx, d.Group)
-		if err != nil {
-			err = fmt.Errorf("%s: committed offsets: %w", d.Group, err)
+	// ConsumerGroupDescribe first, as Kafka's admin client does; a group it does not find
+	// (a classic one, or none) is described with DescribeGroups.
+	consumers, _ := adm.DescribeConsumerGroups(ctx, names...)
+	var classic []string
+	for _, name := range names {
+		if d, ok := consumers[name]; !ok || d.Err != nil {
+			classic = append(classic, name)
+			delete(consumers, name)
 		}
-		rows := groupRows(d, offsets)
+	}
+	var descs kadm.DescribedGroups
+	if len(classic) > 0 {
+		descs, err = adm.DescribeGroups(ctx, classic...)
+	}
+	printed := 0
+	describe := func(group string, members []describedMember, write func(rows []groupRow, ends map[topicPartition]int64) error) error {
+		offsets, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			err = fmt.Errorf("%s: committed offsets: %w", group, err)
+		}
+		rows := groupRows(members, offsets)
 		ends := logEndOffsets(ctx, adm, rows)
 		if printed > 0 {
 			fmt.Fprintln(stdout)
 		}
 		printed++
-		return errors.Join(err, writeGroup(stdout, d, rows, ends))
-	})
+		return errors.Join(err, write(rows, ends))
+	}
+	var errs []error
+	for _, name := range names {
+		if d, ok := consumers[name]; ok {
+			members := consumerGroupMembers(d)
+			errs = append(errs, describe(name, members, func(rows []groupRow, ends map[topicPartition]int64) error {
+				return writeConsumerGroup(stdout, d, members, rows, ends)
+			}))
+		}
+	}
+	errs = append(errs, eachAnswer(classic, descs, err, func(d kadm.DescribedGroup) error { return withMessage(d.Err, d.ErrMessage) }, func(name string, d kadm.DescribedGroup) error {
+		members := groupMembers(d)
+		return describe(d.Group, members, func(rows []groupRow, ends map[topicPartition]int64) error {
+			return writeGroup(stdout, d, members, rows, ends)
+		})
+	}))
+	return errors.Join(errs...)
 }
 
-// groupMember is a described member with the partitions assigned to it.
-type groupMember struct {
-	*kadm.DescribedGroupMember
-	assigned kadm.TopicsSet
+// describedMember is a member as the describe tables show it, of a classic group
+// (DescribeGroups) or a consumer-protocol one (ConsumerGroupDescribe).
+type describedMember struct {
+	id, instance, clientID, host string
+	assigned                     kadm.TopicsSet
+	// Consumer-protocol groups only.
+	epoch      int32
+	target     kadm.TopicsSet
+	memberType int8 // 0 classic, 1 consumer protocol (KIP-1099), -1 unknown
 }
 
 // groupRow is one partition of a described group: assigned to a member, committed, or
@@ -136,16 +175,19 @@ type groupMember struct {
 type groupRow struct {
 	tp        topicPartition
 	committed int64 // -1: none
-	member    *groupMember
+	member    *describedMember
 }
 
-// groupMembers returns the group's members with their assignments (consumer protocol
-// groups; a member of another protocol has none we can read).
-func groupMembers(d kadm.DescribedGroup) []groupMember {
-	out := make([]groupMember, len(d.Members))
-	for i := range d.Members {
-		m := groupMember{DescribedGroupMember: &d.Members[i], assigned: kadm.TopicsSet{}}
-		if c, ok := m.Assigned.AsConsumer(); ok {
+// groupMembers returns a classic group's members with their assignments (consumer
+// protocol groups; a member of another protocol has none we can read).
+func groupMembers(d kadm.DescribedGroup) []describedMember {
+	out := make([]describedMember, len(d.Members))
+	for i, dm := range d.Members {
+		m := describedMember{id: dm.MemberID, clientID: dm.ClientID, host: dm.ClientHost, assigned: kadm.TopicsSet{}, memberType: -1}
+		if dm.InstanceID != nil {
+			m.instance = *dm.InstanceID
+		}
+		if c, ok := dm.Assigned.AsConsumer(); ok {
 			for _, t := range c.Topics {
 				m.assigned.Add(t.Topic, t.Partitions...)
 			}
@@ -155,9 +197,27 @@ func groupMembers(d kadm.DescribedGroup) []groupMember {
 	return out
 }
 
+// consumerGroupMembers returns a consumer-protocol group's members, in kadm's order (by
+// instance id, then member id).
+func consumerGroupMembers(d kadm.DescribedConsumerGroup) []describedMember {
+	out := make([]describedMember, len(d.Members))
+	for i, dm := range d.Members {
+		m := describedMember{id: dm.MemberID, clientID: dm.ClientID, host: dm.ClientHost, assigned: dm.Assignment,
+			epoch: dm.MemberEpoch, target: dm.TargetAssignment, memberType: dm.MemberType}
+		if m.assigned == nil {
+			m.assigned = kadm.TopicsSet{}
+		}
+		if dm.InstanceID != nil {
+			m.instance = *dm.InstanceID
+		}
+		out[i] = m
+	}
+	return out
+}
+
 // groupRows returns the partitions assigned to members or committed by the group,
 // sorted.
-func groupRows(d kadm.DescribedGroup, offsets kadm.OffsetResponses) []groupRow {
+func groupRows(members []describedMember, offsets kadm.OffsetResponses) []groupRow {
 	rows := map[topicPartition]*groupRow{}
 	row := func(tp topicPartition) *groupRow {
 		if r, ok := rows[tp]; ok {
@@ -167,7 +227,6 @@ func groupRows(d kadm.DescribedGroup, offsets kadm.OffsetResponses) []groupRow {
 		rows[tp] = r
 		return r
 	}
-	members := groupMembers(d)
 	for i := range members {
 		m := &members[i]
 		for _, tp := range m.assigned.Sorted() {
@@ -219,48 +278,110 @@ func logEndOffsets(ctx context.Context, adm *admin, rows []groupRow) map[topicPa
 	return out
 }
 
-// writeGroup prints one described group: a summary line, the members table and the
-// partitions table.
-func writeGroup(w io.Writer, d kadm.DescribedGroup, rows []groupRow, ends map[topicPartition]int64) error {
+// writeGroup prints one described classic group: a summary line, the members table and
+// the partitions table.
+func writeGroup(w io.Writer, d kadm.DescribedGroup, members []describedMember, rows []groupRow, ends map[topicPartition]int64) error {
 	protocol := orDash(d.Protocol)
 	if d.ProtocolType != "" {
 		protocol += " (" + d.ProtocolType + ")"
 	}
 	fmt.Fprintf(w, "Group: %s\tState: %s\tProtocol: %s\tCoordinator: %d\tMembers: %d\n",
-		d.Group, d.State, protocol, d.Coordinator.NodeID, len(d.Members))
+		d.Group, d.State, protocol, d.Coordinator.NodeID, len(members))
 	tw := newTable(w)
-	if len(d.Members) > 0 {
+	if len(members) > 0 {
 		fmt.Fprintln(tw, "\nMEMBER\tINSTANCE\tCLIENT-ID\tHOST\tPARTITIONS")
-		for _, m := range groupMembers(d) {
-			instance := ""
-			if m.InstanceID != nil {
-				instance = *m.InstanceID
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, orDash(instance), orDash(m.ClientID), orDash(m.ClientHost), partitionList(m.assigned))
+		for _, m := range members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.id, orDash(m.instance), orDash(m.clientID), orDash(m.host), partitionList(m.assigned))
 		}
 	}
-	if len(rows) > 0 {
-		fmt.Fprintln(tw, "\nTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tMEMBER\tHOST\tCLIENT-ID")
-		for _, r := range rows {
-			current, end, lag := "-", "-", "-"
-			e, haveEnd := ends[r.tp]
-			if haveEnd {
-				end = strconv.FormatInt(e, 10)
-			}
-			if r.committed >= 0 {
-				current = strconv.FormatInt(r.committed, 10)
-				if haveEnd {
-					lag = strconv.FormatInt(max(e-r.committed, 0), 10)
-				}
-			}
-			member, host, clientID := "-", "-", "-"
-			if m := r.member; m != nil {
-				member, host, clientID = m.MemberID, orDash(m.ClientHost), orDash(m.ClientID)
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.tp.topic, r.tp.partition, current, end, lag, member, host, clientID)
-		}
-	}
+	writeOffsets(tw, rows, ends)
 	return tw.Flush()
+}
+
+// writeConsumerGroup prints one consumer-protocol group: a summary line with its epochs,
+// the members table of kafka-consumer-groups.sh --describe --members --verbose and the
+// partitions table.
+func writeConsumerGroup(w io.Writer, d kadm.DescribedConsumerGroup, members []describedMember, rows []groupRow, ends map[topicPartition]int64) error {
+	fmt.Fprintf(w, "Group: %s\tState: %s\tType: consumer\tAssignor: %s\tGroup epoch: %d\tTarget assignment epoch: %d\tCoordinator: %d\tMembers: %d\n",
+		d.Group, d.State, orDash(d.AssignorName), d.Epoch, d.AssignmentEpoch, d.Coordinator.NodeID, len(members))
+	classic, upgraded := false, false
+	for _, m := range members {
+		classic = classic || m.memberType == 0
+		upgraded = upgraded || m.memberType == 1
+	}
+	migrating := classic && upgraded // Kafka's UPGRADED column: both protocols in the group
+	tw := newTable(w)
+	if len(members) > 0 {
+		header := "\nMEMBER\tINSTANCE\tCLIENT-ID\tHOST\t#PARTITIONS\tCURRENT-EPOCH\tCURRENT-ASSIGNMENT\tTARGET-EPOCH\tTARGET-ASSIGNMENT"
+		if migrating {
+			header += "\tUPGRADED"
+		}
+		fmt.Fprintln(tw, header)
+		for _, m := range members {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s", m.id, orDash(m.instance), orDash(m.clientID), orDash(m.host),
+				numPartitions(m.assigned), m.epoch, assignmentString(m.assigned), d.AssignmentEpoch, assignmentString(m.target))
+			if migrating {
+				fmt.Fprintf(tw, "\t%t", m.memberType == 1)
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	writeOffsets(tw, rows, ends)
+	return tw.Flush()
+}
+
+func numPartitions(set kadm.TopicsSet) int {
+	n := 0
+	for _, ps := range set {
+		n += len(ps)
+	}
+	return n
+}
+
+// assignmentString is kafka-consumer-groups.sh's assignment column: topic:p,p per topic,
+// topics sorted and joined by ";", partitions sorted; "-" for none.
+func assignmentString(set kadm.TopicsSet) string {
+	var topics []string
+	for _, tp := range set.Sorted() {
+		if len(tp.Partitions) == 0 {
+			continue
+		}
+		ps := make([]string, len(tp.Partitions))
+		for i, p := range tp.Partitions {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		topics = append(topics, tp.Topic+":"+strings.Join(ps, ","))
+	}
+	if len(topics) == 0 {
+		return "-"
+	}
+	return strings.Join(topics, ";")
+}
+
+// writeOffsets prints the partitions table of a described group.
+func writeOffsets(tw *tabwriter.Writer, rows []groupRow, ends map[topicPartition]int64) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "\nTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tMEMBER\tHOST\tCLIENT-ID")
+	for _, r := range rows {
+		current, end, lag := "-", "-", "-"
+		e, haveEnd := ends[r.tp]
+		if haveEnd {
+			end = strconv.FormatInt(e, 10)
+		}
+		if r.committed >= 0 {
+			current = strconv.FormatInt(r.committed, 10)
+			if haveEnd {
+				lag = strconv.FormatInt(max(e-r.committed, 0), 10)
+			}
+		}
+		member, host, clientID := "-", "-", "-"
+		if m := r.member; m != nil {
+			member, host, clientID = m.id, orDash(m.host), orDash(m.clientID)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.tp.topic, r.tp.partition, current, end, lag, member, host, clientID)
+	}
 }
 
 func orDash(s string) string {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/testbroker"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -121,5 +124,78 @@ func TestGroupCommands(t *testing.T) {
 	}
 	if _, _, err := run(t, t.Context(), runGroup, "", append([]string{"delete", "billing"}, b...)...); !errors.Is(err, kerr.GroupIDNotFound) {
 		t.Errorf("delete twice: %v", err)
+	}
+}
+
+// TestGroupDescribeConsumerProtocol: a consumer-protocol group mid-migration (a classic
+// franz-go consumer and a KIP-848 one) is described as kafka-consumer-groups.sh
+// --describe --members --verbose shows it: the assignor and both epochs, and per member its
+// epoch, current and target assignment and whether it is upgraded; then the committed
+// offsets, as for a classic group.
+func TestGroupDescribeConsumerProtocol(t *testing.T) {
+	tb := testbroker.Start(t, testbroker.WithConfig(map[string]string{
+		"group.consumer.min.heartbeat.interval.ms": "500", "group.consumer.heartbeat.interval.ms": "500"}))
+	b := []string{"-b", tb.Addr}
+	createTopic(t, tb.Addr, "orders", 4)
+	mustRun(t, runProduce, "a\nb\n", "orders", "-b", tb.Addr, "--partition", "0")
+	opts := func(extra ...kgo.Opt) []kgo.Opt {
+		return append([]kgo.Opt{kgo.ConsumerGroup("mixed"), kgo.ConsumeTopics("orders"), kgo.DisableAutoCommit(),
+			kgo.HeartbeatInterval(300 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, extra...)
+	}
+	poll := func(c *kgo.Client) {
+		go func() {
+			for !c.PollFetches(t.Context()).IsClientClosed() {
+				if t.Context().Err() != nil {
+					return
+				}
+			}
+		}()
+	}
+	classic := testClient(t, tb.Addr, opts(kgo.ClientID("classic-app"))...)
+	poll(classic)
+	upgraded := testClient(t, tb.Addr, opts(kgo.ClientID("kip848-app"), kgo.ServerSideBalancer())...)
+	poll(upgraded)
+	var out string
+	if err := await.Until(time.Minute, 50*time.Millisecond, func() error {
+		out = mustRun(t, runGroup, "", append([]string{"describe", "mixed"}, b...)...)
+		if !strings.HasPrefix(out, "Group: mixed\tState: Stable\tType: consumer\tAssignor: uniform\t") {
+			return fmt.Errorf("not a stable consumer group yet:\n%s", out)
+		}
+		for _, app := range []string{"classic-app", "kip848-app"} {
+			if !strings.Contains(out, app) {
+				return fmt.Errorf("no member %s yet", app)
+			}
+		}
+		if strings.Count(out, "orders:") != 4 { // two members, current and target
+			return fmt.Errorf("assignments not settled:\n%s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rows := fieldRows(out)
+	head := []string{"MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "#PARTITIONS", "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"}
+	if findRow(rows, head...) == nil {
+		t.Fatalf("no members header %q in:\n%s", head, out)
+	}
+	summary := rows[0]
+	epoch := summary[len(summary)-5] // "Target assignment epoch: N" then "Coordinator: 1 Members: 2"
+	for _, r := range rows {
+		if len(r) != len(head) || r[0] == "MEMBER" {
+			continue
+		}
+		if r[1] != "-" || r[4] != "2" || r[7] != epoch || r[6] != r[8] || !strings.HasPrefix(r[6], "orders:") {
+			t.Errorf("member row %q (target epoch %s) in:\n%s", r, epoch, out)
+		}
+		if want := map[string]string{"classic-app": "false", "kip848-app": "true"}[r[2]]; r[9] != want {
+			t.Errorf("member %s UPGRADED %s, want %s", r[2], r[9], want)
+		}
+	}
+	if findRow(rows, "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER", "HOST", "CLIENT-ID") == nil {
+		t.Errorf("no partitions table:\n%s", out)
+	}
+	// The classic group view still serves classic groups by the same command.
+	if _, _, err := run(t, t.Context(), runGroup, "", append([]string{"describe", "mixed", "ghost"}, b...)...); !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Errorf("describe mixed ghost: %v", err)
 	}
 }
