@@ -26,7 +26,8 @@ type SecurityInputs struct {
 	Credentials sasl.CredentialLookup
 	// Now is the clock OAUTHBEARER tokens are checked by (time.Now when nil).
 	Now func() time.Time
-	// OnReloadError hears keystores or truststores that changed but do not load.
+	// OnReloadError hears keystores, truststores and JWKS files that changed but do not
+	// load (the last good one stays in use).
 	OnReloadError func(error)
 }
 
@@ -119,6 +120,7 @@ func ListenerSecurity(listener string, protocol SecurityProtocol, props map[stri
 		if err != nil {
 			return fail(err)
 		}
+		oauthCfg.OnKeySetError = in.OnReloadError
 		if saslCfg.OAuth, err = sasl.NewOAuthValidator(oauthCfg); err != nil {
 			return fail(err)
 		}

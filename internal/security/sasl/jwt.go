@@ -27,6 +27,9 @@ type OAuthConfig struct {
 	// Keys are matched by the token's kid; a token without kid is tried against every key.
 	JWKSFile string
 	JWKS     []byte
+	// OnKeySetError, if set, hears each rewrite of JWKSFile that does not load (for the
+	// broker's log; the last good key set stays in use).
+	OnKeySetError func(error)
 	// ExpectedAudience (sasl.oauthbearer.expected.audience): the token's aud must contain
 	// one of them. Required unless AllowUnverifiedAudience
 	// (sasl.oauthbearer.allow.unverified.audience), as Kafka 4.4 requires.
@@ -105,7 +108,7 @@ func NewOAuthValidator(cfg OAuthConfig) (*OAuthValidator, error) {
 	case cfg.JWKSFile != "":
 		files, err := reload.New([]string{cfg.JWKSFile}, func(b [][]byte) (jose.JSONWebKeySet, error) {
 			return parseKeySet(b[0])
-		}, time.Now(), reload.Options{})
+		}, time.Now(), reload.Options{OnError: cfg.OnKeySetError})
 		if err != nil {
 			return nil, fmt.Errorf("sasl: sasl.oauthbearer.jwks.endpoint.url: %w", err)
 		}

@@ -317,6 +317,8 @@ func TestOAuthKeySetFileReloaded(t *testing.T) {
 	}
 	cfg := secureConfig(old)
 	cfg.JWKS, cfg.JWKSFile = nil, path
+	var keySetErrors int
+	cfg.OnKeySetError = func(error) { keySetErrors++ }
 	now := t0
 	v, err := NewOAuthValidator(cfg)
 	if err != nil {
@@ -338,8 +340,8 @@ func TestOAuthKeySetFileReloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Second)
-	if _, err := stepOAuth(t, a, tokRotated, ""); err != nil {
-		t.Fatalf("after a broken rewrite: %v", err)
+	if _, err := stepOAuth(t, a, tokRotated, ""); err != nil || keySetErrors != 1 {
+		t.Fatalf("after a broken rewrite: %v, %d errors reported", err, keySetErrors)
 	}
 	cfg.JWKS = old.jwks
 	if _, err := NewOAuthValidator(cfg); err == nil {
