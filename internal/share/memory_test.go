@@ -102,7 +102,8 @@ func buildP7Partition(t *testing.T, store *sharestate.Store, p int) *sharepartit
 // TestInFlightMemoryP7 measures the heap that P7's one million in-flight records cost,
 // for the live share partitions and for the share-state store separately, twice: as the
 // operations built them, and after a restart (the store replayed from its log, every
-// partition restored from the store's Read), which is what P7 measures.
+// partition restored from the store's Read and its held record acquired by a new
+// member), which is what P7 measures.
 func TestInFlightMemoryP7(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds one million in-flight records")
@@ -146,6 +147,13 @@ func TestInFlightMemoryP7(t *testing.T) {
 		}
 		if sps[p].InFlightRecords() != p7Locks || sps[p].NextFetchOffset() != 0 {
 			t.Fatalf("restored partition %d: %d in flight, next fetch %d", p, sps[p].InFlightRecords(), sps[p].NextFetchOffset())
+		}
+		// P7 measures once a new member's first share fetch was answered: it acquires
+		// the released record again.
+		res := sps[p].Acquire(0, sharepartition.AcquireRequest{Member: "member-2", FetchOffset: 0,
+			Batches: []sharepartition.FetchedBatch{{BaseOffset: 0, LastOffset: p7LogBatch - 1, ProducerID: -1}}, MaxRecords: 500, BatchSize: 500})
+		if res.Count != 1 || res.Records[0].DeliveryCount != 2 {
+			t.Fatalf("restored partition %d: first fetch acquired %+v", p, res.Records)
 		}
 	}
 	all = heapInUse()

@@ -115,7 +115,7 @@ func (sp *SharePartition) segments(batches []AckBatch) ([]segment, error) {
 			if lo > hi {
 				continue
 			}
-			whole := b.runs == nil && len(ab.Types) == 1 && lo == b.first && hi == b.last
+			whole := b.uniform() && len(ab.Types) == 1 && lo == b.first && hi == b.last
 			segs = append(segs, segment{ab: ab, b: b, lo: lo, hi: hi, whole: whole})
 		}
 	}
@@ -130,7 +130,7 @@ func (sp *SharePartition) checkOwned(member string, segs []segment) error {
 	changed := int64(-1) // last offset whose state an earlier batch changes
 	for _, s := range segs {
 		b := s.b
-		if b.runs == nil {
+		if b.uniform() {
 			if b.rec.member == "" || b.rec.state != Acquired {
 				return errInvalidRecordState("offsets %d-%d are not acquired (state %v)", b.first, b.last, b.rec.state)
 			}
@@ -138,13 +138,18 @@ func (sp *SharePartition) checkOwned(member string, segs []segment) error {
 				return errInvalidRecordState("member %q is not the owner of offsets %d-%d", member, b.first, b.last)
 			}
 		} else {
-			for _, r := range b.overlapping(s.lo, s.hi) {
-				if r.rec.state != Acquired {
-					return errInvalidRecordState("offset %d is not acquired (state %v)", max(r.first, s.lo), r.rec.state)
+			var err error
+			b.each(s.lo, s.hi, func(first, _ int64, r *record) bool {
+				switch {
+				case r.state != Acquired:
+					err = errInvalidRecordState("offset %d is not acquired (state %v)", first, r.state)
+				case r.member != member:
+					err = errInvalidRecordState("member %q is not the owner of offset %d", member, first)
 				}
-				if r.rec.member != member {
-					return errInvalidRecordState("member %q is not the owner of offset %d", member, max(r.first, s.lo))
-				}
+				return err == nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 		if s.lo <= changed {

@@ -86,6 +86,9 @@ func (sp *SharePartition) NextFetchOffset() int64 {
 }
 
 func (b *batch) firstAvailable() (int64, bool) {
+	if b.pk != nil {
+		return b.pk.find(b.first, b.last, func(s State) bool { return s == Available })
+	}
 	if b.runs == nil {
 		return b.first, b.rec.state == Available
 	}
@@ -120,9 +123,16 @@ func (sp *SharePartition) FetchEnd(maxRecords int) int64 {
 // Holds reports whether member has ACQUIRED records here: records only its own
 // acknowledgement (or lock expiry) gives back.
 func (sp *SharePartition) Holds(member string) bool {
+	held := func(r *record) bool { return r.state == Acquired && r.member == member }
 	for _, b := range sp.batches {
+		if b.pk != nil {
+			if b.pk.anyOwner(held) {
+				return true
+			}
+			continue
+		}
 		if b.runs == nil {
-			if b.rec.state == Acquired && b.rec.member == member {
+			if held(&b.rec) {
 				return true
 			}
 			continue
@@ -272,19 +282,26 @@ func (sp *SharePartition) acquireRecord(b *batch, r *record, first, n int64, mem
 func (a *acquisition) cached(b *batch) {
 	remaining := a.max - a.n
 	full := b.first >= a.firstBase && b.last <= a.lastTo
-	if b.runs == nil && full && !(a.req.Mode == RecordLimit && b.len() > remaining) {
+	if b.uniform() && full && !(a.req.Mode == RecordLimit && b.len() > remaining) {
 		if b.rec.state == Available && a.take(b, &b.rec, b.first, b.len()) {
 			a.emit(b.first, b.last, b.rec.count, false)
 			a.n += b.len()
 		}
 		return
 	}
-	if b.runs == nil && b.rec.state != Available {
+	if b.uniform() && b.rec.state != Available {
 		return
 	}
 	// Run by run: in record_limit mode the run where the limit falls is cut there.
 	var got int64
 	lo, hi := max(b.first, a.firstBase), min(b.last, a.lastTo)
+	if b.pk != nil {
+		if _, ok := b.pk.find(lo, hi, func(s State) bool { return s == Available }); !ok {
+			return
+		}
+		b.unpack()
+		a.sp.touch(b)
+	}
 	for o := lo; o <= hi && !(a.req.Mode == RecordLimit && got == remaining); {
 		end := hi
 		if b.runs != nil {
@@ -411,14 +428,19 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 		if b.last < lo {
 			continue
 		}
-		if b.runs == nil && b.first >= lo && b.last <= hi {
+		if b.uniform() && b.first >= lo && b.last <= hi {
 			if b.rec.state == Available {
 				sp.archive(&b.rec, b.first, b.len())
 			}
 			continue
 		}
-		if b.runs == nil && b.rec.state != Available {
+		if b.uniform() && b.rec.state != Available {
 			continue
+		}
+		if b.pk != nil {
+			if _, ok := b.pk.find(max(lo, b.first), min(hi, b.last), func(s State) bool { return s == Available }); !ok {
+				continue
+			}
 		}
 		rs := sp.carve(b, max(lo, b.first), min(hi, b.last))
 		for i := range rs {
@@ -467,7 +489,7 @@ func (sp *SharePartition) archiveAcquired(lo, hi int64) {
 			continue
 		}
 		end := min(hi, b.last)
-		if b.runs == nil && o == b.first && end == b.last {
+		if b.uniform() && o == b.first && end == b.last {
 			sp.archive(&b.rec, o, b.len())
 		} else {
 			rs := sp.carve(b, o, end)

@@ -95,3 +95,11 @@ func wantOffsets(t testing.TB, sp *SharePartition, spso, speo int64) {
 		t.Fatalf("SPSO/SPEO = %d/%d, want %d/%d", sp.StartOffset(), sp.EndOffset(), spso, speo)
 	}
 }
+
+// packSmallBatches makes batches of two runs or more packable, so that the model
+// tests' small batches go through the packed form too; it returns the undo.
+func packSmallBatches() func() {
+	old := packMinRuns
+	packMinRuns = 2
+	return func() { packMinRuns = old }
+}

@@ -19,6 +19,7 @@ import (
 // Acknowledgements of a member's own ACQUIRED ranges must succeed, and claims
 // over 2^62 offsets must fail without changing anything.
 func TestModelHugeSpans(t *testing.T) {
+	defer packSmallBatches()()
 	setRapidDefaults()
 	rapid.Check(t, func(t *rapid.T) {
 		limit := int16(rapid.IntRange(1, 4).Draw(t, "deliveryLimit"))

@@ -43,7 +43,7 @@ func allocatedBytes() uint64 {
 func (sp *SharePartition) runCount() int {
 	n := 0
 	for _, b := range sp.batches {
-		n += max(len(b.runs), 1)
+		n += b.runCount()
 	}
 	return n
 }

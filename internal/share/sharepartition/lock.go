@@ -43,6 +43,14 @@ func (sp *SharePartition) arm(b *batch, deadlineMs int64) {
 func (sp *SharePartition) rebuildLocks() {
 	sp.locks = sp.locks[:0]
 	for _, b := range sp.batches {
+		if b.pk != nil {
+			for i := range b.pk.owners {
+				if r := &b.pk.owners[i]; r.state == Acquired {
+					sp.locks = append(sp.locks, lockEntry{r.deadlineMs, b.first})
+				}
+			}
+			continue
+		}
 		if b.runs == nil {
 			if b.rec.state == Acquired {
 				sp.locks = append(sp.locks, lockEntry{b.rec.deadlineMs, b.first})
@@ -69,7 +77,8 @@ func (sp *SharePartition) NextDeadline() (deadlineMs int64, ok bool) {
 	for len(sp.locks) > 0 {
 		e := sp.locks[0]
 		if b := sp.find(e.first); b != nil && b.first == e.first {
-			if b.runs != nil || (b.rec.state == Acquired && b.rec.deadlineMs == e.deadlineMs) {
+			locked := func(r *record) bool { return r.state == Acquired && r.deadlineMs == e.deadlineMs }
+			if b.runs != nil || (b.pk != nil && b.pk.anyOwner(locked)) || (b.uniform() && locked(&b.rec)) {
 				return e.deadlineMs, true
 			}
 		}
@@ -94,6 +103,13 @@ func (sp *SharePartition) Tick(nowMs int64) Update {
 		b := sp.find(first)
 		if b == nil || b.first != first {
 			continue
+		}
+		if b.pk != nil {
+			if !b.pk.anyOwner(func(r *record) bool { return r.state == Acquired && r.deadlineMs <= nowMs }) {
+				continue
+			}
+			b.unpack()
+			sp.touch(b)
 		}
 		if b.runs == nil {
 			if b.rec.state == Acquired && b.rec.deadlineMs <= nowMs && sp.releaseRecord(&b.rec, b.first, b.len()) {
@@ -138,7 +154,15 @@ func (sp *SharePartition) releaseRecord(r *record, first, n int64) bool {
 // resolves them (kip-1289.md D7).
 func (sp *SharePartition) ReleaseMember(member string) Update {
 	var c changes
+	held := func(r *record) bool { return r.state == Acquired && r.member == member }
 	for _, b := range sp.batches {
+		if b.pk != nil {
+			if !b.pk.anyOwner(held) {
+				continue
+			}
+			b.unpack()
+			sp.touch(b)
+		}
 		if b.runs == nil {
 			if b.rec.state == Acquired && b.rec.member == member && sp.releaseRecord(&b.rec, b.first, b.len()) {
 				sp.counters.Released += b.len()

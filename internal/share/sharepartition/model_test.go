@@ -381,6 +381,7 @@ func setRapidDefaults() {
 var modelStats = map[string]int{}
 
 func TestModel(t *testing.T) {
+	defer packSmallBatches()()
 	setRapidDefaults()
 	defer func() { t.Logf("operation outcomes: %v", modelStats) }()
 	rapid.Check(t, func(t *rapid.T) {
@@ -416,6 +417,7 @@ func (sp *SharePartition) clone() *SharePartition {
 	for i, b := range sp.batches {
 		nb := *b
 		nb.runs = slices.Clone(b.runs)
+		nb.pk = b.pk.clone()
 		c.batches[i] = &nb
 	}
 	c.locks = slices.Clone(sp.locks)

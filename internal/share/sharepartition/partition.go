@@ -38,18 +38,21 @@ func (a *record) samePersisted(b *record) bool {
 }
 
 // batch is one in-flight batch: an acquired range [first, last] as handed to a
-// consumer, or a range restored from persisted state. While runs is nil every
-// record has the state rec (Kafka's batch-level state). Once an operation
+// consumer, or a range restored from persisted state. While runs and pk are nil
+// every record has the state rec (Kafka's batch-level state). Once an operation
 // touches part of the batch it keeps per-offset state (Kafka's
 // InFlightBatch.offsetState), but as runs of consecutive offsets sharing one
 // record, not one entry per offset as Kafka does: a log batch's offset span is
 // not bounded by its bytes (compaction leaves gaps, and a 72-byte batch may
 // claim a billion offsets), so memory and every loop here grow with the number
-// of distinct states, never with the span.
+// of distinct states, never with the span. A batch with nearly as many distinct
+// states as offsets is packed between steps instead (packed.go): two bytes an
+// offset.
 type batch struct {
 	first, last int64
 	rec         record
-	runs        []run // nil, or sorted and contiguous over [first, last]
+	runs        []run   // nil, or sorted and contiguous over [first, last]
+	pk          *packed // non-nil instead of runs while packed
 }
 
 // run is a range of offsets of a batch sharing one record.
@@ -67,8 +70,15 @@ func (b *batch) runIndex(o int64) int {
 	return sort.Search(len(b.runs), func(i int) bool { return b.runs[i].last >= o })
 }
 
-// at returns the record of offset o (read-only use).
+// at returns the record of offset o (read-only use: of a packed batch, a copy).
 func (b *batch) at(o int64) *record {
+	if b.pk != nil {
+		r := deadRecord()
+		if o >= b.pk.lo {
+			r = b.pk.record(b.pk.codes[o-b.pk.lo])
+		}
+		return &r
+	}
 	if b.runs == nil {
 		return &b.rec
 	}
@@ -86,12 +96,15 @@ func (b *batch) overlapping(lo, hi int64) []run {
 	return b.runs[i:j]
 }
 
-// carve switches b to per-offset state and splits its runs so that [lo, hi]
-// (inside the batch) is covered by whole runs, which it returns for the caller
-// to change. At most two runs are added. The caller must not carve again while
-// it holds the result.
+// carve switches b to per-offset state as runs (unpacking a packed batch) and
+// splits its runs so that [lo, hi] (inside the batch) is covered by whole runs,
+// which it returns for the caller to change. At most two runs are added. The
+// caller must not carve again while it holds the result.
 func (sp *SharePartition) carve(b *batch, lo, hi int64) []run {
-	if b.runs == nil {
+	switch {
+	case b.pk != nil:
+		b.unpack()
+	case b.runs == nil:
 		b.runs = []run{{first: b.first, last: b.last, rec: b.rec}}
 	}
 	sp.touch(b)
@@ -137,12 +150,20 @@ func (sp *SharePartition) touch(b *batch) {
 	}
 }
 
-// coalesceCarved coalesces the batches carved since the last call: every step
-// ends with it, so a batch holds no more runs than distinct states.
+// coalesceCarved coalesces the batches carved since the last call, and packs
+// those that have nearly a state per offset: every step ends with it, so a batch
+// holds no more runs than distinct states, or two bytes an offset.
 func (sp *SharePartition) coalesceCarved() {
 	for i, b := range sp.carved {
-		b.coalesce(sp.spso)
 		sp.carved[i] = nil
+		switch {
+		case b.last < sp.spso: // dropped
+		case b.runs != nil:
+			b.coalesce(sp.spso)
+			b.maybePack(sp.spso)
+		case b.pk != nil:
+			b.pk.trim(sp.spso)
+		}
 	}
 	sp.carved = sp.carved[:0]
 }
@@ -372,12 +393,27 @@ func (sp *SharePartition) advance() {
 			continue
 		}
 		b := sp.batches[i]
-		if b.runs == nil {
+		if b.uniform() {
 			if !b.rec.state.Terminal() {
 				break
 			}
 			sp.complete -= b.last + 1 - sp.spso
 			sp.spso = b.last + 1
+			continue
+		}
+		if b.pk != nil {
+			to, found := b.pk.find(sp.spso, b.last, func(s State) bool { return !s.Terminal() })
+			if !found {
+				to = b.last + 1
+			}
+			if to > sp.spso {
+				sp.touch(b) // the codes now below the SPSO may be trimmed
+			}
+			sp.complete -= to - sp.spso
+			sp.spso = to
+			if found {
+				break
+			}
 			continue
 		}
 		rs := b.overlapping(sp.spso, b.last)
@@ -423,17 +459,12 @@ func (sp *SharePartition) DeliveryCompleteCount() int64 { return sp.complete }
 func (sp *SharePartition) countComplete() int64 {
 	var n int64
 	for _, b := range sp.batches {
-		if b.runs == nil {
-			if b.rec.state.Terminal() && b.last >= sp.spso {
-				n += b.last - max(b.first, sp.spso) + 1
+		b.each(sp.spso, b.last, func(first, last int64, r *record) bool {
+			if r.state.Terminal() {
+				n += last - first + 1
 			}
-			continue
-		}
-		for _, r := range b.overlapping(sp.spso, b.last) {
-			if r.rec.state.Terminal() {
-				n += r.last - max(r.first, sp.spso) + 1
-			}
-		}
+			return true
+		})
 	}
 	return n
 }
@@ -530,13 +561,10 @@ type Snapshot struct {
 func (sp *SharePartition) Snapshot() Snapshot {
 	var c changes
 	for _, b := range sp.batches {
-		if b.runs == nil {
-			c.add(max(b.first, sp.spso), b.last, &b.rec)
-			continue
-		}
-		for _, r := range b.overlapping(sp.spso, b.last) {
-			c.add(max(r.first, sp.spso), r.last, &r.rec)
-		}
+		b.each(sp.spso, b.last, func(first, last int64, r *record) bool {
+			c.add(first, last, r)
+			return true
+		})
 	}
 	return Snapshot{StartOffset: sp.spso, StateEpoch: sp.stateEpoch, DeliveryCompleteCount: sp.deliveryCompleteCount(), Batches: c.batches}
 }
@@ -593,7 +621,7 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 		default:
 			return nil, fmt.Errorf("persisted batch %d-%d has state %d", sb.FirstOffset, sb.LastOffset, sb.DeliveryState)
 		}
-		sp.batches = append(sp.batches, &batch{first: sb.FirstOffset, last: sb.LastOffset, rec: r})
+		sp.restoreBatch(sb.FirstOffset, sb.LastOffset, r)
 	}
 	sp.nextOffset = prev + 1
 	if prev >= snap.StartOffset {
@@ -606,6 +634,29 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 	sp.complete = sp.countComplete()
 	sp.advance()
 	return sp, nil
+}
+
+// restoreBatch adds the restored range [first, last] with record r. Kafka makes an
+// in-flight batch of every persisted one; exactq does too, except that a range
+// continuing the previous one joins it as a run when either side is terminal. A
+// terminal record never changes again, so no step can tell the difference: what a
+// batch boundary decides (acquired ranges are not merged across it) only concerns
+// records that are acquired, and the store keeps every neighbour distinct, so a
+// partition whose records alternate between two terminal states comes back as one
+// batch (packed when the restore ends), not as a batch per record.
+func (sp *SharePartition) restoreBatch(first, last int64, r record) {
+	if n := len(sp.batches); n > 0 {
+		if b := sp.batches[n-1]; b.last+1 == first && (r.state.Terminal() || b.at(b.last).state.Terminal()) {
+			if b.runs == nil {
+				b.runs = []run{{first: b.first, last: b.last, rec: b.rec}}
+			}
+			b.runs = append(b.runs, run{first: first, last: last, rec: r})
+			b.last = last
+			sp.touch(b)
+			return
+		}
+	}
+	sp.batches = append(sp.batches, &batch{first: first, last: last, rec: r})
 }
 
 // RecordRange describes consecutive records sharing one state, for `exactq
@@ -655,13 +706,10 @@ func (sp *SharePartition) Describe() Description {
 		d.Records = append(d.Records, rr)
 	}
 	for _, b := range sp.batches {
-		if b.runs == nil {
-			add(max(b.first, sp.spso), b.last, &b.rec)
-			continue
-		}
-		for _, r := range b.overlapping(sp.spso, b.last) {
-			add(max(r.first, sp.spso), r.last, &r.rec)
-		}
+		b.each(sp.spso, b.last, func(first, last int64, r *record) bool {
+			add(first, last, r)
+			return true
+		})
 	}
 	return d
 }

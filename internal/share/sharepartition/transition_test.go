@@ -116,6 +116,7 @@ func (tt *transitionTest) member(t *rapid.T) string {
 }
 
 func TestTransitionsFollowTheTable(t *testing.T) {
+	defer packSmallBatches()()
 	setRapidDefaults()
 	defer func() { t.Logf("transitions seen: %v", transitionStats) }()
 	rapid.Check(t, func(t *rapid.T) {

@@ -96,12 +96,17 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 			if lo > hi {
 				continue
 			}
-			if b.runs == nil && lo == b.first && hi == b.last {
+			if b.uniform() && lo == b.first && hi == b.last {
 				revert(b, &b.rec, b.first, b.len())
 				continue
 			}
-			if b.runs == nil && b.rec.state != TxPending {
+			if b.uniform() && b.rec.state != TxPending {
 				continue
+			}
+			if b.pk != nil {
+				if _, ok := b.pk.find(lo, hi, func(s State) bool { return s == TxPending }); !ok {
+					continue
+				}
 			}
 			rs := sp.carve(b, lo, hi)
 			for i := range rs {
@@ -172,7 +177,16 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 		}
 		c.add(first, first+n-1, r)
 	}
+	staged := func(r *record) bool {
+		return r.state == TxPending && r.stagedPID == producerID && r.stagedEpoch <= markerEpoch
+	}
 	for _, b := range sp.batches {
+		if b.pk != nil {
+			if !b.pk.anyOwner(staged) {
+				continue
+			}
+			b.unpack()
+		}
 		if b.runs == nil {
 			resolve(&b.rec, b.first, b.len())
 			continue
@@ -200,12 +214,17 @@ func (sp *SharePartition) TxnProducers() []int64 {
 		}
 	}
 	for _, b := range sp.batches {
-		if b.runs == nil {
+		switch {
+		case b.pk != nil:
+			for i := range b.pk.owners {
+				note(&b.pk.owners[i])
+			}
+		case b.runs == nil:
 			note(&b.rec)
-			continue
-		}
-		for i := range b.runs {
-			note(&b.runs[i].rec)
+		default:
+			for i := range b.runs {
+				note(&b.runs[i].rec)
+			}
 		}
 	}
 	return out
@@ -227,9 +246,14 @@ func (sp *SharePartition) AdvanceLogStart(logStartOffset int64) {
 			break
 		}
 		hi := min(b.last, logStartOffset-1)
-		if b.runs == nil && (hi == b.last || b.rec.state.Terminal()) {
+		if b.uniform() && (hi == b.last || b.rec.state.Terminal()) {
 			sp.archiveBelow(&b.rec, b.first, b.len())
 			continue
+		}
+		if b.pk != nil {
+			if _, ok := b.pk.find(max(b.first, sp.spso), hi, func(s State) bool { return !s.Terminal() }); !ok {
+				continue
+			}
 		}
 		rs := sp.carve(b, max(b.first, sp.spso), hi)
 		for i := range rs {

@@ -1,0 +1,267 @@
+package sharepartition
+
+// A batch whose records have many distinct states (P7's worst case: a consumer
+// that accepts and rejects alternately, so every record differs from its
+// neighbours) costs a 56-byte run per record as runs. Such a batch is packed
+// at the end of the step that made it so: two bytes per offset, holding the
+// state, the delivery count and a reference into a small table of the owner,
+// lock and staging parts its records have (one entry per acquisition lock or
+// per staged transaction and ack type, not per record). A step that changes a
+// packed batch unpacks it into runs first (carve), so every rule keeps working
+// on runs and records; reads go through each, which understands both forms.
+// The batch is packed again when the step ends, if it still qualifies.
+
+const (
+	// packCountLimit is the largest delivery count a packed code holds (5 bits). A
+	// batch with a higher count stays as runs: share.delivery.count.limit is at most
+	// 10 in Kafka, so only a foreign writer's state or an unusual limit gets there.
+	packCountLimit = 31
+	// packMaxOwners is the most distinct owner entries a packed batch refers to (8 bits).
+	packMaxOwners = 255
+	// packOffsetsPerRun bounds the offsets per run of a batch worth packing: a run costs
+	// 56 bytes and a packed offset 2, so packing at most 32 offsets per run never takes
+	// more memory, and a batch spanning many offsets with few states (a 10^9-offset log
+	// batch) always stays as runs.
+	packOffsetsPerRun = 32
+)
+
+// packMinRuns is the fewest runs a batch must have to be packed: below it the
+// table and slice headers cost what they save, and a step on a batch with few
+// states is cheaper on runs. A variable so that the model tests can pack the small
+// batches they make.
+var packMinRuns = 16
+
+// packed is the per-offset state of a batch: code i describes offset lo+i. Offsets
+// of the batch below lo are below the SPSO: terminal and never read again.
+type packed struct {
+	lo    int64
+	codes []uint16 // state (bits 0-2), delivery count (bits 3-7), owner reference (bits 8-15; 0: none)
+	// owners are the distinct non-plain records the codes refer to, delivery count 0.
+	owners []record
+}
+
+func code(r *record, ref int) uint16 {
+	return uint16(r.state) | uint16(r.count)<<3 | uint16(ref)<<8
+}
+
+func codeState(c uint16) State { return State(c & 7) }
+
+// plain reports whether r has no owner, lock or staging: its state and delivery
+// count say everything about it.
+func (r *record) plain() bool {
+	return r.member == "" && r.deadlineMs == 0 && r.stagedPID == -1 && r.stagedEpoch == -1 &&
+		r.stagedAck == ackNone && !r.abortArchive
+}
+
+// record decodes code c.
+func (p *packed) record(c uint16) record {
+	var r record
+	if ref := c >> 8; ref != 0 {
+		r = p.owners[ref-1]
+	} else {
+		r.clearOwner()
+	}
+	r.state, r.count = codeState(c), int16(c>>3&31)
+	return r
+}
+
+// deadRecord stands for the offsets of a packed batch below its lo.
+func deadRecord() record {
+	r := record{state: Archived}
+	r.clearOwner()
+	return r
+}
+
+// maybePack packs b (as runs, coalesced) when that is smaller and possible.
+func (b *batch) maybePack(spso int64) {
+	lo := max(b.first, spso)
+	if len(b.runs) < max(packMinRuns, 2) || b.last < lo || b.last-lo+1 > packOffsetsPerRun*int64(len(b.runs)) {
+		return
+	}
+	p := &packed{lo: lo}
+	var index map[record]int // owner look-up once the table is no longer tiny
+	ref := func(r *record) int {
+		if r.plain() {
+			return 0
+		}
+		key := *r
+		key.count = 0
+		if index != nil {
+			if i, ok := index[key]; ok {
+				return i
+			}
+		} else {
+			for i := len(p.owners) - 1; i >= 0; i-- {
+				if p.owners[i] == key {
+					return i + 1
+				}
+			}
+		}
+		if len(p.owners) == packMaxOwners {
+			return -1
+		}
+		p.owners = append(p.owners, key)
+		if index == nil && len(p.owners) > 8 {
+			index = make(map[record]int, 2*len(p.owners))
+			for i, o := range p.owners {
+				index[o] = i + 1
+			}
+		} else if index != nil {
+			index[key] = len(p.owners)
+		}
+		return len(p.owners)
+	}
+	for i := range b.runs {
+		r := &b.runs[i]
+		if r.last < lo {
+			continue
+		}
+		if r.rec.count < 0 || r.rec.count > packCountLimit {
+			return
+		}
+		k := ref(&r.rec)
+		if k < 0 {
+			return
+		}
+		c := code(&r.rec, k)
+		if p.codes == nil {
+			p.codes = make([]uint16, 0, b.last-lo+1)
+		}
+		for range r.last - max(r.first, lo) + 1 {
+			p.codes = append(p.codes, c)
+		}
+	}
+	b.pk, b.runs = p, nil
+}
+
+// unpack turns a packed b back into runs.
+func (b *batch) unpack() {
+	p := b.pk
+	n := 1
+	if p.lo > b.first {
+		n++
+	}
+	for i := 1; i < len(p.codes); i++ {
+		if p.codes[i] != p.codes[i-1] {
+			n++
+		}
+	}
+	runs := make([]run, 0, n)
+	if p.lo > b.first {
+		runs = append(runs, run{first: b.first, last: p.lo - 1, rec: deadRecord()})
+	}
+	p.eachCode(p.lo, b.last, func(first, last int64, c uint16) bool {
+		runs = append(runs, run{first: first, last: last, rec: p.record(c)})
+		return true
+	})
+	b.pk, b.runs = nil, runs
+}
+
+// eachCode calls f for the maximal stretches of equal codes in [lo, hi] (inside
+// [p.lo, batch last]), clipped to it, until f returns false.
+func (p *packed) eachCode(lo, hi int64, f func(first, last int64, c uint16) bool) {
+	i, end := int(lo-p.lo), int(hi-p.lo)
+	for i <= end {
+		c, j := p.codes[i], i
+		for j < end && p.codes[j+1] == c {
+			j++
+		}
+		if !f(p.lo+int64(i), p.lo+int64(j), c) {
+			return
+		}
+		i = j + 1
+	}
+}
+
+// find returns the first offset in [lo, hi] whose state satisfies want, or false.
+func (p *packed) find(lo, hi int64, want func(State) bool) (int64, bool) {
+	lo = max(lo, p.lo)
+	for i, end := lo-p.lo, hi-p.lo; i <= end; i++ {
+		if want(codeState(p.codes[i])) {
+			return p.lo + i, true
+		}
+	}
+	return 0, false
+}
+
+// anyOwner reports whether an owner entry satisfies f.
+func (p *packed) anyOwner(f func(r *record) bool) bool {
+	for i := range p.owners {
+		if f(&p.owners[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// trim drops the codes below the SPSO once they are most of the batch.
+func (p *packed) trim(spso int64) {
+	if k := spso - p.lo; k > 0 && k >= int64(len(p.codes))/2 {
+		k = min(k, int64(len(p.codes)))
+		p.codes = append([]uint16(nil), p.codes[k:]...)
+		p.lo += k
+	}
+}
+
+func (p *packed) clone() *packed {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.codes = append([]uint16(nil), p.codes...)
+	c.owners = append([]record(nil), p.owners...)
+	return &c
+}
+
+// each calls f for the stretches of [lo, hi] (clipped to the batch) that share one
+// record, in offset order, until f returns false: the whole range of a batch-level
+// state, its runs, or its packed codes. r is only valid during the call and must not
+// be changed.
+func (b *batch) each(lo, hi int64, f func(first, last int64, r *record) bool) {
+	lo, hi = max(lo, b.first), min(hi, b.last)
+	if lo > hi {
+		return
+	}
+	switch {
+	case b.pk != nil:
+		p := b.pk
+		if lo < p.lo {
+			dead := deadRecord()
+			if !f(lo, min(hi, p.lo-1), &dead) {
+				return
+			}
+			lo = p.lo
+		}
+		if lo > hi {
+			return
+		}
+		p.eachCode(lo, hi, func(first, last int64, c uint16) bool {
+			r := p.record(c)
+			return f(first, last, &r)
+		})
+	case b.runs != nil:
+		for _, r := range b.overlapping(lo, hi) {
+			if !f(max(r.first, lo), min(r.last, hi), &r.rec) {
+				return
+			}
+		}
+	default:
+		f(lo, hi, &b.rec)
+	}
+}
+
+// uniform reports whether every record of b has the batch-level state b.rec.
+func (b *batch) uniform() bool { return b.runs == nil && b.pk == nil }
+
+// runCount is the number of state entries b holds: 1 for batch-level state.
+func (b *batch) runCount() int {
+	switch {
+	case b.pk != nil:
+		n := 0
+		b.each(b.first, b.last, func(int64, int64, *record) bool { n++; return true })
+		return n
+	case b.runs != nil:
+		return len(b.runs)
+	}
+	return 1
+}
