@@ -303,7 +303,7 @@ func (c *Core) read(in Read) Step {
 		// fenced from then on.
 		c.change(&st, k, e, in.LeaderEpoch, -1, -1, nil, in.NowMs)
 	}
-	st.Reply = ReadReply{State: e.state()}
+	st.Reply = ReadReply{State: c.state(e)}
 	return st
 }
 
@@ -403,7 +403,7 @@ func (c *Core) change(st *Step, k Key, e *entry, leaderEpoch int32, newStart, dc
 			DeliveryCompleteCount: clampDCC(dcc),
 			CreateTimestamp:       e.createMs,
 			WriteTimestamp:        nowMs,
-			Batches:               combine(e.batches, batches, start),
+			Batches:               combine(c.view(e), batches, start),
 		})
 		return
 	}
@@ -544,7 +544,7 @@ func (c *Core) tick(in Tick) Step {
 		c.snapshot(&st, k, &snapshotValue{
 			SnapshotEpoch: e.snapshotEpoch + 1, StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch,
 			StartOffset: e.startOffset, DeliveryCompleteCount: clampDCC(e.dcc),
-			CreateTimestamp: e.createMs, WriteTimestamp: in.NowMs, Batches: slices.Clone(e.batches),
+			CreateTimestamp: e.createMs, WriteTimestamp: in.NowMs, Batches: slices.Clone(c.view(e)),
 		})
 	}
 	st.Reply = TickReply{ColdSnapshots: len(keys)}
@@ -580,7 +580,7 @@ func (c *Core) Stagings() []Staging {
 	found := map[[2]int64]int64{} // (pid, epoch) -> offsets
 	for pid, keys := range c.pending {
 		for k := range keys {
-			for _, b := range c.keys[k].batches {
+			for _, b := range c.view(c.keys[k]) {
 				if b.DeliveryState == StateTxPending && b.TxnProducerID == pid {
 					found[[2]int64{pid, int64(b.TxnProducerEpoch)}] += b.LastOffset - b.FirstOffset + 1
 				}

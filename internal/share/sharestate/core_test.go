@@ -174,6 +174,7 @@ var diffKeys = append(slices.Clone(modelKeys), Key{GroupID: "a", TopicID: [16]by
 // inputs and requires the same replies, the same records in the same batches, the same
 // memory, and, at every restart, a Core replayed from its log equal to the live one.
 func TestCoreMatchesStore(t *testing.T) {
+	defer coldKeys()()
 	rapid.Check(t, func(rt *rapid.T) {
 		ups := rapid.IntRange(1, 4).Draw(rt, "updatesPerSnapshot")
 		f := newRefFixture(rt, modelPartitions, ups)

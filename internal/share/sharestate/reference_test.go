@@ -259,7 +259,7 @@ func (s *refStore) Read(ctx context.Context, k Key, leaderEpoch int32) (State, e
 			return State{}, err
 		}
 	}
-	return e.state(), nil
+	return p.state(e), nil
 }
 
 // ReadSummary is ReadShareGroupStateSummary. An uninitialized key is not an error: it
@@ -372,7 +372,7 @@ func (s *refStore) write(ctx context.Context, p *refPart, k Key, e *entry, leade
 			DeliveryCompleteCount: clampDCC(dcc),
 			CreateTimestamp:       e.createMs,
 			WriteTimestamp:        s.cfg.Now().UnixMilli(),
-			Batches:               combine(e.batches, batches, start),
+			Batches:               combine(p.view(e), batches, start),
 		})
 	}
 	return p.writeUpdate(ctx, k, &updateValue{
@@ -461,7 +461,7 @@ func (s *refStore) Stagings() []Staging {
 		found := map[[2]int64]int64{} // (pid, epoch) -> offsets
 		for pid, keys := range p.pending {
 			for k := range keys {
-				for _, b := range p.keys[k].batches {
+				for _, b := range p.view(p.keys[k]) {
 					if b.DeliveryState == StateTxPending && b.TxnProducerID == pid {
 						found[[2]int64{pid, int64(b.TxnProducerEpoch)}] += b.LastOffset - b.FirstOffset + 1
 					}
@@ -651,7 +651,7 @@ func (s *refStore) snapshotColdPart(ctx context.Context, p *refPart) (int, error
 		err := p.writeSnapshot(ctx, k, &snapshotValue{
 			SnapshotEpoch: e.snapshotEpoch + 1, StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch,
 			StartOffset: e.startOffset, DeliveryCompleteCount: clampDCC(e.dcc),
-			CreateTimestamp: e.createMs, WriteTimestamp: now.UnixMilli(), Batches: slices.Clone(e.batches),
+			CreateTimestamp: e.createMs, WriteTimestamp: now.UnixMilli(), Batches: slices.Clone(p.view(e)),
 		})
 		if err != nil {
 			return i, err

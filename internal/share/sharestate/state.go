@@ -30,12 +30,18 @@ type keyspace struct {
 	txPending atomic.Int64
 	// end is one past the last offset appended (as the log reported it) or replayed.
 	end int64
+	// hot are the keys whose batches are decoded, least recently changed first (compact.go).
+	hot []*entry
+	// scratch and buf are reused by view and cool.
+	scratch []StateBatch
+	buf     []byte
 }
 
 func (p *keyspace) reset() {
 	p.keys, p.pending, p.markerEpoch = map[Key]*entry{}, map[int64]map[Key]struct{}{}, map[int64]int16{}
 	p.end = 0
 	p.txPending.Store(0)
+	p.hot, p.scratch, p.buf = nil, nil, nil
 }
 
 // entry is one key's state.
@@ -46,7 +52,11 @@ type entry struct {
 	startOffset   int64
 	dcc           int64
 	createMs      int64
-	batches       []StateBatch
+	// batches are the key's state batches while it is hot, packed their encoding
+	// while it is cold (compact.go); read them with keyspace.view.
+	batches []StateBatch
+	packed  []byte
+	hot     bool
 	// updates counts ShareUpdate records since the last ShareSnapshot.
 	updates int
 	// snapshotOffset is the log offset of the last ShareSnapshot; snapshotMs its write time.
@@ -118,6 +128,7 @@ func (p *keyspace) applySnapshot(k Key, v *snapshotValue, off int64) {
 	e.startOffset = v.StartOffset
 	e.dcc = int64(v.DeliveryCompleteCount)
 	e.createMs = v.CreateTimestamp
+	p.warm(e)
 	e.batches = normalizeLoaded(v.Batches, v.StartOffset)
 	e.updates = 0
 	e.snapshotOffset = off
@@ -142,7 +153,7 @@ func (p *keyspace) applyUpdate(k Key, v *updateValue) {
 		e.dcc = int64(v.DeliveryCompleteCount)
 	}
 	if len(v.Batches) > 0 || v.StartOffset != -1 {
-		e.batches = mergeInto(e.batches, v.Batches, e.startOffset)
+		e.batches = mergeInto(p.edit(e), v.Batches, e.startOffset)
 	}
 	e.updates++
 	p.reindex(k, e)
@@ -153,7 +164,8 @@ func (p *keyspace) applyTombstone(k Key) {
 	if e == nil {
 		return
 	}
-	e.batches = nil
+	p.cool(e)
+	e.batches, e.packed = nil, nil
 	p.reindex(k, e)
 	delete(p.keys, k)
 }
@@ -170,8 +182,9 @@ func (p *keyspace) applyMarker(pid int64, epoch int16, commit bool) MarkerResult
 	for k := range p.pending[pid] {
 		e := p.keys[k]
 		resolved := int64(0)
-		for i := range e.batches {
-			b := &e.batches[i]
+		bs := p.edit(e)
+		for i := range bs {
+			b := &bs[i]
 			if !b.resolvedBy(pid, epoch) {
 				continue
 			}
@@ -200,7 +213,7 @@ func (p *keyspace) applyMarker(pid int64, epoch int16, commit bool) MarkerResult
 		if e.dcc >= 0 {
 			e.dcc = min(e.dcc+resolved, math.MaxInt32)
 		}
-		e.batches = coalesce(e.batches)
+		e.batches = coalesce(bs)
 		p.reindex(k, e)
 	}
 	changed = slices.Compact(changed)
@@ -233,8 +246,9 @@ func (p *keyspace) reindex(k Key, e *entry) {
 	}
 	e.pids = e.pids[:0]
 	var pending int64
-	for i := range e.batches {
-		b := &e.batches[i]
+	bs := p.view(e)
+	for i := range bs {
+		b := &bs[i]
 		if b.DeliveryState != StateTxPending {
 			continue
 		}
@@ -290,9 +304,9 @@ func (p *keyspace) refuseIfStaged(k Key, what string) error {
 	return nil
 }
 
-func (e *entry) state() State {
+func (p *keyspace) state(e *entry) State {
 	return State{
 		StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch, StartOffset: e.startOffset,
-		DeliveryCompleteCount: e.dcc, Batches: slices.Clone(e.batches),
+		DeliveryCompleteCount: e.dcc, Batches: slices.Clone(p.view(e)),
 	}
 }

@@ -1,0 +1,147 @@
+package sharestate
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// A key's batches cost 40 bytes each as StateBatch values, and in the worst case (a
+// consumer that accepts and rejects alternately, P7) there is a batch per offset. So
+// only the keys written last are kept decoded ("hot"); every other key holds its
+// batches encoded, about 4 bytes a batch when each covers one offset: the offset delta
+// from the previous batch's end, the length, the state and the delivery count as
+// varints, and the staging fields only on a TX_PENDING batch. A key is decoded again
+// when a step changes it, and read from a decoded copy otherwise.
+//
+// Why the store keeps a copy of its own instead of sharing the share-partition leader's
+// (which holds the same state, packed too, sharepartition's packed.go): the two are
+// different owners on different goroutines, usually on different nodes in a cluster;
+// the store's state is what its log replays to, while the leader's runs ahead of it
+// (acquisitions and lock expiries it does not persist, writes not yet durable), and the
+// store answers Read, writes snapshots and resolves markers without the leader. Sharing
+// would need locking or copy-on-write across them and break "rebuilt by replay" when an
+// append fails. Two compact copies cost a few bytes a record.
+
+// hotKeys is how many keys a keyspace keeps decoded, most recently changed first. A
+// variable so that the model tests can make every other key cold.
+var hotKeys = 8
+
+// view returns e's batches for reading: valid until the next view or change on p, and
+// not to be changed.
+func (p *keyspace) view(e *entry) []StateBatch {
+	if e.hot {
+		return e.batches
+	}
+	p.scratch = decodeBatches(p.scratch[:0], e.packed)
+	return p.scratch
+}
+
+// edit decodes e's batches if it is cold, makes it the most recent hot key (encoding
+// the least recent one if there are too many) and returns its batches, which the caller
+// may change in place and must store back in e.batches.
+func (p *keyspace) edit(e *entry) []StateBatch {
+	if !e.hot {
+		p.scratch = decodeBatches(p.scratch[:0], e.packed)
+		e.batches = slices.Clone(p.scratch)
+	}
+	p.warm(e)
+	return e.batches
+}
+
+// warm makes e the most recent hot key; its batches are e.batches from now on.
+func (p *keyspace) warm(e *entry) {
+	if i := slices.Index(p.hot, e); i >= 0 {
+		p.hot = append(p.hot[:i], p.hot[i+1:]...)
+	}
+	e.hot = true
+	e.packed = nil
+	p.hot = append(p.hot, e)
+	for len(p.hot) > max(hotKeys, 1) {
+		p.cool(p.hot[0])
+	}
+}
+
+// cool encodes e's batches and drops it from the hot keys.
+func (p *keyspace) cool(e *entry) {
+	if i := slices.Index(p.hot, e); i >= 0 {
+		p.hot = append(p.hot[:i], p.hot[i+1:]...)
+	}
+	if !e.hot {
+		return
+	}
+	e.hot = false
+	if len(e.batches) > 0 {
+		p.buf = encodeBatches(p.buf[:0], e.batches)
+		e.packed = slices.Clone(p.buf)
+	}
+	e.batches = nil
+}
+
+// encodeBatches appends the encoding of bs (sorted, non-overlapping) to dst.
+func encodeBatches(dst []byte, bs []StateBatch) []byte {
+	next := int64(0)
+	for i := range bs {
+		b := &bs[i]
+		dst = binary.AppendVarint(dst, b.FirstOffset-next)
+		dst = binary.AppendUvarint(dst, uint64(b.LastOffset-b.FirstOffset))
+		dst = append(dst, byte(b.DeliveryState))
+		staged := b.TxnProducerID != 0 || b.TxnProducerEpoch != 0 || b.TxnAckType != 0 || b.TxnCommitState != 0 || b.TxnAbortState != 0
+		head := uint64(zigzag(int64(b.DeliveryCount))) << 1
+		if staged {
+			head |= 1
+		}
+		dst = binary.AppendUvarint(dst, head)
+		if staged {
+			dst = binary.AppendVarint(dst, b.TxnProducerID)
+			dst = binary.AppendVarint(dst, int64(b.TxnProducerEpoch))
+			dst = append(dst, byte(b.TxnAckType), byte(b.TxnCommitState), byte(b.TxnAbortState))
+		}
+		next = b.LastOffset + 1
+	}
+	return dst
+}
+
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// decodeBatches appends the batches encoded in src to dst. src is always this package's
+// own encoding, so a malformed one is a bug.
+func decodeBatches(dst []StateBatch, src []byte) []StateBatch {
+	next := int64(0)
+	varint := func() int64 {
+		v, n := binary.Varint(src)
+		if n <= 0 {
+			panic(fmt.Sprintf("sharestate: corrupt encoded batches (%d bytes left)", len(src)))
+		}
+		src = src[n:]
+		return v
+	}
+	uvarint := func() uint64 {
+		v, n := binary.Uvarint(src)
+		if n <= 0 {
+			panic(fmt.Sprintf("sharestate: corrupt encoded batches (%d bytes left)", len(src)))
+		}
+		src = src[n:]
+		return v
+	}
+	for len(src) > 0 {
+		var b StateBatch
+		b.FirstOffset = next + varint()
+		b.LastOffset = b.FirstOffset + int64(uvarint())
+		b.DeliveryState = int8(src[0])
+		src = src[1:]
+		head := uvarint()
+		b.DeliveryCount = int16(unzigzag(head >> 1))
+		if head&1 != 0 {
+			b.TxnProducerID = varint()
+			b.TxnProducerEpoch = int16(varint())
+			b.TxnAckType, b.TxnCommitState, b.TxnAbortState = int8(src[0]), int8(src[1]), int8(src[2])
+			src = src[3:]
+		}
+		dst = append(dst, b)
+		next = b.LastOffset + 1
+	}
+	return dst
+}
