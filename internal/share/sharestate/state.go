@@ -296,10 +296,9 @@ func compareKeys(a, b Key) int {
 // acknowledged are delivered again. The transaction must end first (commit, abort or its
 // timeout). The caller holds p.mu.
 func (p *keyspace) refuseIfStaged(k Key, what string) error {
-	for pid, keys := range p.pending {
-		if _, ok := keys[k]; ok {
-			return errorf(kerr.ConcurrentTransactions, "%s %s: acknowledgements are staged in an open transaction of producer %d; end that transaction first", what, k, pid)
-		}
+	if e := p.keys[k]; e != nil && len(e.pids) > 0 {
+		// The lowest staging producer, so that the message does not depend on map order.
+		return errorf(kerr.ConcurrentTransactions, "%s %s: acknowledgements are staged in an open transaction of producer %d; end that transaction first", what, k, slices.Min(e.pids))
 	}
 	return nil
 }
