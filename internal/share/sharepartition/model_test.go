@@ -18,7 +18,12 @@ import (
 // with random operation sequences and compares them after every step. It also
 // keeps a "store" fed only with the Updates the partition returned and checks
 // that it always agrees with the live state, i.e. that restoring from what was
-// persisted is safe.
+// persisted is safe. The log has compaction gaps: offsets no batch holds, which a
+// read skips (the partition archives what it had cached there) and which stay out
+// of the window, or, after a restore, become acquirable gaps the SPSO waits for. The
+// model (a record per offset, nil for an offset no batch covers) follows them too.
+// With packSmallBatches, the partition's compact form (runs, and packed batches) is
+// what is compared against the per-offset model after every step.
 
 type mrec struct {
 	state    State
@@ -36,13 +41,20 @@ type fakeLog struct {
 	aborted        []AbortedTxn
 	end            int64
 	abortedOffsets map[int64]bool
+	compacted      map[int64]bool // offsets compaction removed: no batch holds them
 }
 
 func genLog(t *rapid.T) *fakeLog {
-	l := &fakeLog{abortedOffsets: map[int64]bool{}}
+	l := &fakeLog{abortedOffsets: map[int64]bool{}, compacted: map[int64]bool{}}
 	var o int64
 	n := rapid.IntRange(5, 25).Draw(t, "logBatches")
 	for i := 0; i < n; i++ {
+		if i > 0 && rapid.IntRange(0, 4).Draw(t, "compactedGap") == 0 {
+			for range rapid.IntRange(1, 3).Draw(t, "compactedLen") {
+				l.compacted[o] = true
+				o++
+			}
+		}
 		size := rapid.Int64Range(1, 6).Draw(t, "batchLen")
 		if rapid.IntRange(0, 15).Draw(t, "long") == 0 { // many offsets in one batch: split into runs
 			size = rapid.Int64Range(12, 40).Draw(t, "longBatchLen")
@@ -88,6 +100,25 @@ type modelTest struct {
 	storeSPSO     int64
 	epochs        map[int64]int16 // current producer epoch per producer id
 	members       []string
+	// gapStart..gapEnd is the window of acquirable gaps a restore left (closed when
+	// gapStart > gapEnd): offsets no batch covers there are fetched before anything
+	// else and the SPSO does not pass them. The model computes it at restore and then
+	// follows the partition's, which may only shrink.
+	gapStart, gapEnd int64
+}
+
+// inGap reports whether o is an uncovered offset in the acquirable-gap window.
+func (m *modelTest) inGap(o int64) bool {
+	return o >= m.gapStart && o <= m.gapEnd && m.recs[o] == nil
+}
+
+// followGaps takes the partition's gap window, which may only have shrunk.
+func (m *modelTest) followGaps(t *rapid.T) {
+	gs, ge := m.sp.gapStart, m.sp.gapEnd
+	if gs <= ge && (m.gapStart > m.gapEnd || gs < m.gapStart || ge > m.gapEnd) {
+		t.Fatalf("gap window grew: %d-%d → %d-%d", m.gapStart, m.gapEnd, gs, ge)
+	}
+	m.gapStart, m.gapEnd = gs, ge
 }
 
 func (m *modelTest) persist(t *rapid.T, u Update) {
@@ -114,9 +145,14 @@ func (m *modelTest) persist(t *rapid.T, u Update) {
 	}
 }
 
-func (m *modelTest) advance() {
+func (m *modelTest) advance(t *rapid.T) {
+	m.followGaps(t)
 	for m.spso < m.next {
 		r := m.recs[m.spso]
+		if r == nil && !m.inGap(m.spso) {
+			m.spso++ // no batch covers it: compacted away
+			continue
+		}
 		if r == nil || !r.state.Terminal() {
 			break
 		}
@@ -162,13 +198,31 @@ func (m *modelTest) predictOwned(member string, bs []AckBatch) bool {
 		if m.spso == m.next || ab.LastOffset >= m.next {
 			return false
 		}
+		// Offsets no batch covers are skipped, but the range must end on a covered offset
+		// and a batch must start at or before its first one (at or after the SPSO).
 		lo := max(ab.FirstOffset, m.spso)
+		if m.recs[ab.LastOffset] == nil {
+			return false
+		}
+		startsInBatch := false
+		for o := m.spso; o <= lo; o++ {
+			startsInBatch = startsInBatch || m.recs[o] != nil
+		}
+		if !startsInBatch {
+			return false
+		}
+		for m.recs[lo] == nil {
+			lo++
+		}
 		if lo <= changed {
 			return false
 		}
 		for o := lo; o <= ab.LastOffset; o++ {
 			r := m.recs[o]
-			if r == nil || r.state != Acquired || r.owner != member {
+			if r == nil {
+				continue
+			}
+			if r.state != Acquired || r.owner != member {
 				return false
 			}
 			if ab.typeAt(o) != AckRenew {
@@ -183,7 +237,7 @@ func (m *modelTest) predictOwned(member string, bs []AckBatch) bool {
 func (m *modelTest) pickMember(t *rapid.T) string {
 	var owners []string
 	for o := m.spso; o < m.next; o++ {
-		if r := m.recs[o]; r.state == Acquired {
+		if r := m.recs[o]; r != nil && r.state == Acquired {
 			owners = append(owners, r.owner)
 		}
 	}
@@ -260,9 +314,35 @@ func (m *modelTest) check(t *rapid.T) {
 		t.Fatalf("SPSO/next = %d/%d, model %d/%d", sp.StartOffset(), sp.nextOffset, m.spso, m.next)
 	}
 	got := m.actual(t)
-	if len(got) != int(m.next-m.spso) {
-		t.Fatalf("window has %d records, model %d", len(got), m.next-m.spso)
+	covered := 0
+	for o := m.spso; o < m.next; o++ {
+		if m.recs[o] != nil {
+			covered++
+		}
 	}
+	if len(got) != covered {
+		t.Fatalf("window has %d records, model %d", len(got), covered)
+	}
+	for _, b := range sp.batches {
+		if p := b.pk; p != nil {
+			modelStats["check.packedBatches"]++
+			if b.runs != nil || p.lo < b.first || p.lo > max(b.first, m.spso) || int64(len(p.codes)) != b.last-p.lo+1 || len(p.owners) > packMaxOwners {
+				t.Fatalf("packed batch %d-%d: lo %d, %d codes, %d owners, runs %v", b.first, b.last, p.lo, len(p.codes), len(p.owners), b.runs != nil)
+			}
+			for _, c := range p.codes {
+				if ref := int(c >> 8); ref > len(p.owners) {
+					t.Fatalf("packed batch %d-%d refers to owner %d of %d", b.first, b.last, ref, len(p.owners))
+				}
+			}
+		}
+	}
+	if covered < int(m.next-m.spso) {
+		modelStats["check.uncoveredOffsets"]++
+	}
+	if sp.InFlightRecords() != m.next-m.spso {
+		t.Fatalf("InFlightRecords %d, model %d", sp.InFlightRecords(), m.next-m.spso)
+	}
+	firstGap := int64(-1)
 	var pending int64
 	var firstAvail int64 = -1
 	var minDeadline int64 = -1
@@ -270,7 +350,16 @@ func (m *modelTest) check(t *rapid.T) {
 	for o := m.spso; o < m.next; o++ {
 		r := m.recs[o]
 		g, ok := got[o]
-		if r == nil || !ok || !same(*r, g) {
+		if r == nil {
+			if ok {
+				t.Fatalf("offset %d, which no batch covers, described as %+v", o, g)
+			}
+			if firstGap < 0 && m.inGap(o) {
+				firstGap = o
+			}
+			continue
+		}
+		if !ok || !same(*r, g) {
 			t.Fatalf("offset %d: got %+v (%v), model %+v", o, g, ok, r)
 		}
 		if r.count > m.cfg.DeliveryCountLimit {
@@ -316,6 +405,9 @@ func (m *modelTest) check(t *rapid.T) {
 	want := m.next
 	if firstAvail >= 0 {
 		want = firstAvail
+	}
+	if firstGap >= 0 && firstGap < want {
+		want = firstGap
 	}
 	if nfo := sp.NextFetchOffset(); nfo != want {
 		t.Fatalf("NextFetchOffset %d, want %d", nfo, want)
@@ -437,7 +529,8 @@ func (m *modelTest) opAcquire(t *rapid.T) {
 	before := m.snapshotRecs()
 	oldNext := m.next
 	// A read bounded by FetchEnd (what the broker reads) acquires exactly what this read
-	// does, on a copy of the same state.
+	// does, on a copy of the same state; across a compaction gap the longer read may
+	// acquire more (MaxRecords is soft, whole batches are taken), never something else.
 	bounded := req
 	end := m.sp.FetchEnd(req.MaxRecords)
 	bounded.Batches = nil
@@ -448,7 +541,27 @@ func (m *modelTest) opAcquire(t *rapid.T) {
 	}
 	boundedRes := m.sp.clone().Acquire(m.now, bounded)
 	res := m.sp.Acquire(m.now, req)
-	if !reflect.DeepEqual(res.Records, boundedRes.Records) || res.Count != boundedRes.Count {
+	acrossGap := false
+	if n := len(req.Batches); n > 0 {
+		for o := fo; o <= req.Batches[n-1].LastOffset && !acrossGap; o++ {
+			acrossGap = m.log.compacted[o]
+		}
+	}
+	if acrossGap {
+		whole := map[int64]int16{}
+		for _, ar := range res.Records {
+			for o := ar.FirstOffset; o <= ar.LastOffset; o++ {
+				whole[o] = ar.DeliveryCount
+			}
+		}
+		for _, ar := range boundedRes.Records {
+			for o := ar.FirstOffset; o <= ar.LastOffset; o++ {
+				if c, ok := whole[o]; !ok || c != ar.DeliveryCount {
+					t.Fatalf("read bounded at FetchEnd %d acquired %v, the whole read %v", end, boundedRes.Records, res.Records)
+				}
+			}
+		}
+	} else if !reflect.DeepEqual(res.Records, boundedRes.Records) || res.Count != boundedRes.Count {
 		t.Fatalf("read bounded at FetchEnd %d acquired %v, the whole read %v", end, boundedRes.Records, res.Records)
 	}
 	m.persist(t, res.Update)
@@ -482,15 +595,26 @@ func (m *modelTest) opAcquire(t *rapid.T) {
 	for o := m.spso; o < newNext; o++ {
 		g, seen := got[o]
 		b, existed := before[o]
+		// A read that starts after offset FetchOffset skipped it: compaction removed it,
+		// and a cached AVAILABLE record there is archived (without a write).
+		stale := existed && b.state == Available && m.log.compacted[o] && len(req.Batches) > 0 &&
+			o >= req.FetchOffset && o < req.Batches[0].BaseOffset
 		if !seen && o < newSPSO {
-			// Passed by the SPSO in this step: it must have been archived.
+			// Passed by the SPSO in this step: it must have been archived, or no batch
+			// covers it (compacted away).
 			_, took := acquired[o]
 			aborted := m.readCommitted && m.log.abortedOffsets[o]
 			atLimit := existed && b.state == Available && b.count >= m.cfg.DeliveryCountLimit
-			if took || !(aborted || atLimit || (existed && b.state.Terminal())) {
+			uncovered := !existed && m.log.compacted[o] && !aborted
+			if took || !(aborted || atLimit || stale || uncovered || (existed && b.state.Terminal())) {
 				t.Fatalf("offset %d (%+v) passed by the SPSO during an acquisition", o, b)
 			}
-			m.recs[o] = &mrec{state: Archived, lazy: aborted}
+			if !uncovered {
+				m.recs[o] = &mrec{state: Archived, lazy: aborted || stale}
+			}
+			if stale {
+				modelStats["acquire.staleArchived"]++
+			}
 			continue
 		}
 		if cnt, ok := acquired[o]; ok {
@@ -511,7 +635,11 @@ func (m *modelTest) opAcquire(t *rapid.T) {
 			continue
 		}
 		switch {
+		case !existed && !seen && m.log.compacted[o]: // still no batch covers it
 		case existed && same(b, g):
+		case stale && g.state == Archived && g.count == b.count:
+			modelStats["acquire.staleArchived"]++
+			m.recs[o] = &mrec{state: Archived, count: g.count, pid: -1, epoch: -1, ack: ackNone, lazy: true}
 		case existed && b.state == Available && b.count >= m.cfg.DeliveryCountLimit && g.state == Archived && g.count == b.count:
 			m.recs[o] = &mrec{state: Archived, count: b.count, pid: -1, epoch: -1, ack: ackNone}
 		case !existed && g.state == Available && g.count == 0 && req.Mode == RecordLimit:
@@ -525,7 +653,7 @@ func (m *modelTest) opAcquire(t *rapid.T) {
 		}
 	}
 	m.next = newNext
-	m.advance()
+	m.advance(t)
 }
 
 func (m *modelTest) applyAck(o int64, r *mrec, typ AckType) {
@@ -560,10 +688,12 @@ func (m *modelTest) opAck(t *rapid.T) {
 	m.persist(t, u)
 	for _, ab := range bs {
 		for o := max(ab.FirstOffset, m.spso); o <= ab.LastOffset; o++ {
-			m.applyAck(o, m.recs[o], ab.typeAt(o))
+			if r := m.recs[o]; r != nil {
+				m.applyAck(o, r, ab.typeAt(o))
+			}
 		}
 	}
-	m.advance()
+	m.advance(t)
 }
 
 func (m *modelTest) opMalformed(t *rapid.T) {
@@ -598,22 +728,22 @@ func (m *modelTest) opTick(t *rapid.T) {
 	}
 	m.persist(t, u)
 	for o := m.spso; o < m.next; o++ {
-		if r := m.recs[o]; r.state == Acquired && r.deadline <= m.now {
+		if r := m.recs[o]; r != nil && r.state == Acquired && r.deadline <= m.now {
 			m.release(r)
 		}
 	}
-	m.advance()
+	m.advance(t)
 }
 
 func (m *modelTest) opLeave(t *rapid.T) {
 	member := rapid.SampledFrom(m.members).Draw(t, "member")
 	m.persist(t, m.sp.ReleaseMember(member))
 	for o := m.spso; o < m.next; o++ {
-		if r := m.recs[o]; r.state == Acquired && r.owner == member {
+		if r := m.recs[o]; r != nil && r.state == Acquired && r.owner == member {
 			m.release(r)
 		}
 	}
-	m.advance()
+	m.advance(t)
 }
 
 func (m *modelTest) opStage(t *rapid.T) {
@@ -646,7 +776,9 @@ func (m *modelTest) opStage(t *rapid.T) {
 		m.sp.UnstageTxnAcks(m.now, pid, epoch, bs)
 		for _, ab := range bs {
 			for o := max(ab.FirstOffset, m.spso); o <= ab.LastOffset; o++ {
-				m.recs[o].deadline = m.now + m.cfg.RecordLockDurationMs
+				if r := m.recs[o]; r != nil {
+					r.deadline = m.now + m.cfg.RecordLockDurationMs
+				}
 			}
 		}
 		return
@@ -654,8 +786,9 @@ func (m *modelTest) opStage(t *rapid.T) {
 	m.persist(t, u)
 	for _, ab := range bs {
 		for o := max(ab.FirstOffset, m.spso); o <= ab.LastOffset; o++ {
-			r := m.recs[o]
-			r.state, r.deadline, r.pid, r.epoch, r.ack = TxPending, 0, pid, epoch, ab.typeAt(o)
+			if r := m.recs[o]; r != nil {
+				r.state, r.deadline, r.pid, r.epoch, r.ack = TxPending, 0, pid, epoch, ab.typeAt(o)
+			}
 		}
 	}
 }
@@ -673,7 +806,7 @@ func (m *modelTest) opMarker(t *rapid.T) {
 	var want int64
 	for o := m.spso; o < m.next; o++ {
 		r := m.recs[o]
-		if r.state != TxPending || r.pid != pid || r.epoch > markerEpoch {
+		if r == nil || r.state != TxPending || r.pid != pid || r.epoch > markerEpoch {
 			continue
 		}
 		want++
@@ -705,7 +838,7 @@ func (m *modelTest) opMarker(t *rapid.T) {
 			t.Fatalf("repeated marker resolved %d", n)
 		}
 	}
-	m.advance()
+	m.advance(t)
 }
 
 func (m *modelTest) opRestore(t *rapid.T) {
@@ -724,7 +857,27 @@ func (m *modelTest) opRestore(t *rapid.T) {
 		}
 		r.owner = "" // owners are not persisted; TX_PENDING needs none to resolve
 	}
-	m.advance()
+	// Offsets no batch covered before the last persisted one become acquirable gaps.
+	prev, uncovered := int64(-1), int64(-1)
+	for o := m.spso; o < m.next; o++ {
+		if m.recs[o] != nil {
+			prev = o
+		}
+	}
+	for o := m.spso; o <= prev && uncovered < 0; o++ {
+		if m.recs[o] == nil {
+			uncovered = o
+		}
+	}
+	m.gapStart, m.gapEnd = 1, 0
+	if uncovered >= 0 {
+		if sp.gapStart > sp.gapEnd || sp.gapEnd != prev || sp.gapStart > uncovered {
+			t.Fatalf("restore left the gap window %d-%d, want one from %d or before to %d", sp.gapStart, sp.gapEnd, uncovered, prev)
+		}
+		m.gapStart, m.gapEnd = m.spso, prev
+		modelStats["restore.gaps"]++
+	}
+	m.advance(t)
 	m.store = map[int64]StateBatch{}
 	for _, sb := range sp.Snapshot().Batches {
 		for o := sb.FirstOffset; o <= sb.LastOffset; o++ {
@@ -744,7 +897,7 @@ func (m *modelTest) opLogStart(t *rapid.T) {
 	lso := min(m.spso+rapid.Int64Range(0, 4).Draw(t, "lsoDelta"), m.log.end)
 	m.sp.AdvanceLogStart(lso)
 	for o := m.spso; o < min(lso, m.next); o++ {
-		if r := m.recs[o]; !r.state.Terminal() {
+		if r := m.recs[o]; r != nil && !r.state.Terminal() {
 			r.state, r.owner, r.deadline, r.pid, r.epoch, r.ack, r.lazy = Archived, "", 0, -1, -1, ackNone, true
 		}
 	}
@@ -757,5 +910,5 @@ func (m *modelTest) opLogStart(t *rapid.T) {
 	if m.next < m.spso {
 		m.next = m.spso
 	}
-	m.advance()
+	m.advance(t)
 }
