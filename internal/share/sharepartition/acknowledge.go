@@ -137,6 +137,15 @@ func (sp *SharePartition) checkOwned(member string, segs []segment) error {
 			if b.rec.member != member {
 				return errInvalidRecordState("member %q is not the owner of offsets %d-%d", member, b.first, b.last)
 			}
+		} else if b.runs != nil {
+			for _, r := range b.overlapping(s.lo, s.hi) {
+				if r.rec.state != Acquired {
+					return errInvalidRecordState("offset %d is not acquired (state %v)", max(r.first, s.lo), r.rec.state)
+				}
+				if r.rec.member != member {
+					return errInvalidRecordState("member %q is not the owner of offset %d", member, max(r.first, s.lo))
+				}
+			}
 		} else {
 			var err error
 			b.each(s.lo, s.hi, func(first, _ int64, r *record) bool {

@@ -87,7 +87,7 @@ func (sp *SharePartition) NextFetchOffset() int64 {
 
 func (b *batch) firstAvailable() (int64, bool) {
 	if b.pk != nil {
-		return b.pk.find(b.first, b.last, func(s State) bool { return s == Available })
+		return b.findState(b.first, b.last, func(s State) bool { return s == Available })
 	}
 	if b.runs == nil {
 		return b.first, b.rec.state == Available
@@ -126,7 +126,12 @@ func (sp *SharePartition) Holds(member string) bool {
 	held := func(r *record) bool { return r.state == Acquired && r.member == member }
 	for _, b := range sp.batches {
 		if b.pk != nil {
-			if b.pk.anyOwner(held) {
+			if b.settle(); b.pk != nil && !b.pk.anyOwner(held) {
+				continue
+			}
+			found := false
+			b.each(b.first, b.last, func(_, _ int64, r *record) bool { found = held(r); return !found })
+			if found {
 				return true
 			}
 			continue
@@ -295,29 +300,19 @@ func (a *acquisition) cached(b *batch) {
 	// Run by run: in record_limit mode the run where the limit falls is cut there.
 	var got int64
 	lo, hi := max(b.first, a.firstBase), min(b.last, a.lastTo)
-	if b.pk != nil {
-		if _, ok := b.pk.find(lo, hi, func(s State) bool { return s == Available }); !ok {
-			return
-		}
-		b.unpack()
-		a.sp.touch(b)
-	}
 	for o := lo; o <= hi && !(a.req.Mode == RecordLimit && got == remaining); {
-		end := hi
-		if b.runs != nil {
-			end = min(hi, b.runs[b.runIndex(o)].last)
-		}
-		if r := b.at(o); r.state != Available {
+		end, r := b.stretch(o, hi)
+		if r.state != Available {
 			o = end + 1
 			continue
 		} else if a.req.Mode == RecordLimit && r.count < a.sp.cfg.DeliveryCountLimit {
 			// A run at the delivery limit is archived whole (take), however long.
 			end = min(end, o+remaining-got-1)
 		}
-		r := &a.sp.carve(b, o, end)[0]
-		if a.take(b, &r.rec, o, r.len()) {
-			a.emit(o, end, r.rec.count, got > 0)
-			got += r.len()
+		cr := &a.sp.carve(b, o, end)[0]
+		if a.take(b, &cr.rec, o, cr.len()) {
+			a.emit(o, end, cr.rec.count, got > 0)
+			got += cr.len()
 		}
 		o = end + 1
 	}
@@ -438,7 +433,7 @@ func (sp *SharePartition) archiveAvailable(lo, hi int64) {
 			continue
 		}
 		if b.pk != nil {
-			if _, ok := b.pk.find(max(lo, b.first), min(hi, b.last), func(s State) bool { return s == Available }); !ok {
+			if _, ok := b.findState(max(lo, b.first), min(hi, b.last), func(s State) bool { return s == Available }); !ok {
 				continue
 			}
 		}

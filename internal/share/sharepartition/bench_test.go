@@ -53,6 +53,34 @@ func BenchmarkAcquireAcceptPerRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkAcquireAlternatePerRecord accepts and rejects alternately, record by record,
+// while the first record of each 500-record batch stays acquired until the others are
+// done (so the start offset waits): every record gets a state of its own, P7's shape,
+// and the batch ends up packed while it is being acknowledged.
+func BenchmarkAcquireAlternatePerRecord(b *testing.B) {
+	const batchLen = 500
+	sp, _ := New(DefaultConfig(), 0, 0)
+	acks := make([]AckBatch, 1)
+	types := [][]AckType{{AckAccept}, {AckReject}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var base, i int64
+	for n := 0; n < b.N; n++ {
+		if i == 0 {
+			sp.Acquire(int64(n), AcquireRequest{Member: "m", FetchOffset: base,
+				Batches: []FetchedBatch{{BaseOffset: base, LastOffset: base + batchLen - 1, ProducerID: -1}}, MaxRecords: batchLen, BatchSize: batchLen})
+		}
+		off := base + (i+1)%batchLen // 1, 2, ... 499, then the held 0
+		acks[0] = AckBatch{FirstOffset: off, LastOffset: off, Types: types[off%2]}
+		if _, err := sp.Acknowledge(int64(n), "m", acks); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == batchLen {
+			base, i = base+batchLen, 0
+		}
+	}
+}
+
 // BenchmarkInFlightMemory holds 1M ACQUIRED records in uniform batches of 500
 // and reports the heap bytes per in-flight record.
 func BenchmarkInFlightMemory(b *testing.B) {

@@ -44,11 +44,14 @@ func (sp *SharePartition) rebuildLocks() {
 	sp.locks = sp.locks[:0]
 	for _, b := range sp.batches {
 		if b.pk != nil {
-			for i := range b.pk.owners {
-				if r := &b.pk.owners[i]; r.state == Acquired {
+			var last int64 = -1
+			b.each(b.first, b.last, func(_, _ int64, r *record) bool {
+				if r.state == Acquired && r.deadlineMs != last {
 					sp.locks = append(sp.locks, lockEntry{r.deadlineMs, b.first})
+					last = r.deadlineMs
 				}
-			}
+				return true
+			})
 			continue
 		}
 		if b.runs == nil {
@@ -78,7 +81,7 @@ func (sp *SharePartition) NextDeadline() (deadlineMs int64, ok bool) {
 		e := sp.locks[0]
 		if b := sp.find(e.first); b != nil && b.first == e.first {
 			locked := func(r *record) bool { return r.state == Acquired && r.deadlineMs == e.deadlineMs }
-			if b.runs != nil || (b.pk != nil && b.pk.anyOwner(locked)) || (b.uniform() && locked(&b.rec)) {
+			if b.runs != nil || (b.pk != nil && b.anyOwner(locked)) || (b.uniform() && locked(&b.rec)) {
 				return e.deadlineMs, true
 			}
 		}
@@ -105,11 +108,14 @@ func (sp *SharePartition) Tick(nowMs int64) Update {
 			continue
 		}
 		if b.pk != nil {
-			if !b.pk.anyOwner(func(r *record) bool { return r.state == Acquired && r.deadlineMs <= nowMs }) {
-				continue
-			}
-			b.unpack()
-			sp.touch(b)
+			expired := func(r *record) bool { return r.state == Acquired && r.deadlineMs <= nowMs }
+			sp.changeMatching(b, expired, func(r *run) {
+				if sp.releaseRecord(&r.rec, r.first, r.len()) {
+					sp.counters.LockExpired += r.len()
+					c.add(r.first, r.last, &r.rec)
+				}
+			})
+			continue
 		}
 		if b.runs == nil {
 			if b.rec.state == Acquired && b.rec.deadlineMs <= nowMs && sp.releaseRecord(&b.rec, b.first, b.len()) {
@@ -157,11 +163,13 @@ func (sp *SharePartition) ReleaseMember(member string) Update {
 	held := func(r *record) bool { return r.state == Acquired && r.member == member }
 	for _, b := range sp.batches {
 		if b.pk != nil {
-			if !b.pk.anyOwner(held) {
-				continue
-			}
-			b.unpack()
-			sp.touch(b)
+			sp.changeMatching(b, held, func(r *run) {
+				if sp.releaseRecord(&r.rec, r.first, r.len()) {
+					sp.counters.Released += r.len()
+					c.add(r.first, r.last, &r.rec)
+				}
+			})
+			continue
 		}
 		if b.runs == nil {
 			if b.rec.state == Acquired && b.rec.member == member && sp.releaseRecord(&b.rec, b.first, b.len()) {

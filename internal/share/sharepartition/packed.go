@@ -1,15 +1,24 @@
 package sharepartition
 
+import "slices"
+
 // A batch whose records have many distinct states (P7's worst case: a consumer
 // that accepts and rejects alternately, so every record differs from its
 // neighbours) costs a 56-byte run per record as runs. Such a batch is packed
 // at the end of the step that made it so: two bytes per offset, holding the
 // state, the delivery count and a reference into a small table of the owner,
 // lock and staging parts its records have (one entry per acquisition lock or
-// per staged transaction and ack type, not per record). A step that changes a
-// packed batch unpacks it into runs first (carve), so every rule keeps working
-// on runs and records; reads go through each, which understands both forms.
-// The batch is packed again when the step ends, if it still qualifies.
+// per staged transaction and ack type, not per record).
+//
+// Every rule works on runs and records, so carve hands out the carved range of a
+// packed batch decoded as runs (pend), which the caller changes in place; the next
+// access to the batch writes them back (settle), so a step that touches a few
+// records of a packed batch costs what those records cost, not the batch. A record
+// no code can hold (a delivery count above 31, a 256th owner entry) turns the batch
+// back into runs; the step's end packs it again, with a fresh owner table. Owner
+// entries are never removed before that, so the table may hold entries no code
+// refers to any more: anyOwner is a filter that may answer true in vain, never
+// false wrongly.
 
 const (
 	// packCountLimit is the largest delivery count a packed code holds (5 bits). A
@@ -38,6 +47,9 @@ type packed struct {
 	codes []uint16 // state (bits 0-2), delivery count (bits 3-7), owner reference (bits 8-15; 0: none)
 	// owners are the distinct non-plain records the codes refer to, delivery count 0.
 	owners []record
+	// pend are the runs the last carve handed out, possibly changed since: they hold
+	// the truth for their offsets until settle writes them back.
+	pend []run
 }
 
 func code(r *record, ref int) uint16 {
@@ -134,7 +146,75 @@ func (b *batch) maybePack(spso int64) {
 	b.pk, b.runs = p, nil
 }
 
-// unpack turns a packed b back into runs.
+// encode returns the code of r, adding an owner entry if needed, or false when no
+// code can hold r.
+func (p *packed) encode(r *record) (uint16, bool) {
+	if r.count < 0 || r.count > packCountLimit {
+		return 0, false
+	}
+	if r.plain() {
+		return code(r, 0), true
+	}
+	key := *r
+	key.count = 0
+	for i := len(p.owners) - 1; i >= 0; i-- {
+		if p.owners[i] == key {
+			return code(r, i+1), true
+		}
+	}
+	if len(p.owners) == packMaxOwners {
+		return 0, false
+	}
+	p.owners = append(p.owners, key)
+	return code(r, len(p.owners)), true
+}
+
+// settle writes back the runs the last carve of a packed b handed out, or turns b
+// into runs when one of them no code can hold.
+func (b *batch) settle() {
+	p := b.pk
+	if p == nil || p.pend == nil {
+		return
+	}
+	pend := p.pend
+	p.pend = nil
+	for i := range pend {
+		r := &pend[i]
+		if r.last < p.lo {
+			continue // below the SPSO: never read again
+		}
+		c, ok := p.encode(&r.rec)
+		if !ok {
+			b.unpack()
+			i, j := b.cut(pend[0].first), b.cut(pend[len(pend)-1].last+1)
+			b.runs = slices.Replace(b.runs, i, j, pend...)
+			return
+		}
+		for o := max(r.first, p.lo); o <= r.last; o++ {
+			p.codes[o-p.lo] = c
+		}
+	}
+}
+
+// carve decodes [lo, hi] (inside the batch) into runs for the caller to change,
+// which settle writes back.
+func (p *packed) carve(b *batch, lo, hi int64) []run {
+	var out []run
+	if lo < p.lo {
+		out = append(out, run{first: lo, last: min(hi, p.lo-1), rec: deadRecord()})
+		lo = p.lo
+	}
+	if lo <= hi {
+		p.eachCode(lo, hi, func(first, last int64, c uint16) bool {
+			out = append(out, run{first: first, last: last, rec: p.record(c)})
+			return true
+		})
+	}
+	p.pend = out
+	return out
+}
+
+// unpack turns a packed b (settled) back into runs.
 func (b *batch) unpack() {
 	p := b.pk
 	n := 1
@@ -173,7 +253,8 @@ func (p *packed) eachCode(lo, hi int64, f func(first, last int64, c uint16) bool
 	}
 }
 
-// find returns the first offset in [lo, hi] whose state satisfies want, or false.
+// find returns the first offset in [lo, hi] whose state satisfies want, or false
+// (p settled).
 func (p *packed) find(lo, hi int64, want func(State) bool) (int64, bool) {
 	lo = max(lo, p.lo)
 	for i, end := lo-p.lo, hi-p.lo; i <= end; i++ {
@@ -184,7 +265,8 @@ func (p *packed) find(lo, hi int64, want func(State) bool) (int64, bool) {
 	return 0, false
 }
 
-// anyOwner reports whether an owner entry satisfies f.
+// anyOwner reports whether an owner entry satisfies f: false means that no record
+// of the batch does (for an f that only owned records can satisfy).
 func (p *packed) anyOwner(f func(r *record) bool) bool {
 	for i := range p.owners {
 		if f(&p.owners[i]) {
@@ -194,7 +276,7 @@ func (p *packed) anyOwner(f func(r *record) bool) bool {
 	return false
 }
 
-// trim drops the codes below the SPSO once they are most of the batch.
+// trim drops the codes below the SPSO once they are most of the batch (p settled).
 func (p *packed) trim(spso int64) {
 	if k := spso - p.lo; k > 0 && k >= int64(len(p.codes))/2 {
 		k = min(k, int64(len(p.codes)))
@@ -210,7 +292,65 @@ func (p *packed) clone() *packed {
 	c := *p
 	c.codes = append([]uint16(nil), p.codes...)
 	c.owners = append([]record(nil), p.owners...)
+	c.pend = append([]run(nil), p.pend...)
 	return &c
+}
+
+// findState returns the first offset in [lo, hi] whose state satisfies want.
+func (b *batch) findState(lo, hi int64, want func(State) bool) (int64, bool) {
+	b.settle()
+	if b.pk != nil {
+		return b.pk.find(lo, hi, want)
+	}
+	found, at := false, int64(0)
+	b.each(lo, hi, func(first, _ int64, r *record) bool {
+		if want(r.state) {
+			found, at = true, first
+		}
+		return !found
+	})
+	return at, found
+}
+
+// stretch returns the record of offset o (a copy, for reading) and the last offset
+// up to hi that shares it.
+func (b *batch) stretch(o, hi int64) (int64, record) {
+	end, r := o, record{}
+	b.each(o, hi, func(_, last int64, rec *record) bool {
+		end, r = last, *rec
+		return false
+	})
+	return end, r
+}
+
+// anyOwner is packed.anyOwner of a packed b, settled first.
+func (b *batch) anyOwner(f func(r *record) bool) bool {
+	b.settle()
+	return b.pk == nil || b.pk.anyOwner(f)
+}
+
+// changeMatching calls f on every record of a batch with per-offset state that
+// satisfies match, carved so that f may change it. match must not depend on the
+// delivery count, and for a packed batch only owned records may satisfy it.
+func (sp *SharePartition) changeMatching(b *batch, match func(*record) bool, f func(r *run)) {
+	if b.pk != nil && !b.anyOwner(match) {
+		return
+	}
+	var todo [][2]int64
+	b.each(b.first, b.last, func(first, last int64, r *record) bool {
+		if match(r) {
+			todo = append(todo, [2]int64{first, last})
+		}
+		return true
+	})
+	for _, rg := range todo {
+		rs := sp.carve(b, rg[0], rg[1])
+		for i := range rs {
+			if match(&rs[i].rec) {
+				f(&rs[i])
+			}
+		}
+	}
 }
 
 // each calls f for the stretches of [lo, hi] (clipped to the batch) that share one
@@ -222,6 +362,7 @@ func (b *batch) each(lo, hi int64, f func(first, last int64, r *record) bool) {
 	if lo > hi {
 		return
 	}
+	b.settle()
 	switch {
 	case b.pk != nil:
 		p := b.pk
@@ -255,6 +396,7 @@ func (b *batch) uniform() bool { return b.runs == nil && b.pk == nil }
 
 // runCount is the number of state entries b holds: 1 for batch-level state.
 func (b *batch) runCount() int {
+	b.settle()
 	switch {
 	case b.pk != nil:
 		n := 0

@@ -72,6 +72,7 @@ func (b *batch) runIndex(o int64) int {
 
 // at returns the record of offset o (read-only use: of a packed batch, a copy).
 func (b *batch) at(o int64) *record {
+	b.settle()
 	if b.pk != nil {
 		r := deadRecord()
 		if o >= b.pk.lo {
@@ -96,14 +97,16 @@ func (b *batch) overlapping(lo, hi int64) []run {
 	return b.runs[i:j]
 }
 
-// carve switches b to per-offset state as runs (unpacking a packed batch) and
-// splits its runs so that [lo, hi] (inside the batch) is covered by whole runs,
-// which it returns for the caller to change. At most two runs are added. The
-// caller must not carve again while it holds the result.
+// carve switches b to per-offset state and splits its runs so that [lo, hi]
+// (inside the batch) is covered by whole runs, which it returns for the caller
+// to change: at most two runs are added; of a packed batch, the range decoded
+// (packed.go). The caller must not carve again while it holds the result.
 func (sp *SharePartition) carve(b *batch, lo, hi int64) []run {
+	b.settle()
 	switch {
 	case b.pk != nil:
-		b.unpack()
+		sp.touch(b)
+		return b.pk.carve(b, lo, hi)
 	case b.runs == nil:
 		b.runs = []run{{first: b.first, last: b.last, rec: b.rec}}
 	}
@@ -156,6 +159,7 @@ func (sp *SharePartition) touch(b *batch) {
 func (sp *SharePartition) coalesceCarved() {
 	for i, b := range sp.carved {
 		sp.carved[i] = nil
+		b.settle()
 		switch {
 		case b.last < sp.spso: // dropped
 		case b.runs != nil:
@@ -402,7 +406,7 @@ func (sp *SharePartition) advance() {
 			continue
 		}
 		if b.pk != nil {
-			to, found := b.pk.find(sp.spso, b.last, func(s State) bool { return !s.Terminal() })
+			to, found := b.findState(sp.spso, b.last, func(s State) bool { return !s.Terminal() })
 			if !found {
 				to = b.last + 1
 			}

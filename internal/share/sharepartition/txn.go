@@ -104,7 +104,7 @@ func (sp *SharePartition) UnstageTxnAcks(nowMs int64, producerID int64, producer
 				continue
 			}
 			if b.pk != nil {
-				if _, ok := b.pk.find(lo, hi, func(s State) bool { return s == TxPending }); !ok {
+				if _, ok := b.findState(lo, hi, func(s State) bool { return s == TxPending }); !ok {
 					continue
 				}
 			}
@@ -182,10 +182,8 @@ func (sp *SharePartition) CompleteTxn(producerID int64, markerEpoch int16, commi
 	}
 	for _, b := range sp.batches {
 		if b.pk != nil {
-			if !b.pk.anyOwner(staged) {
-				continue
-			}
-			b.unpack()
+			sp.changeMatching(b, staged, func(r *run) { resolve(&r.rec, r.first, r.len()) })
+			continue
 		}
 		if b.runs == nil {
 			resolve(&b.rec, b.first, b.len())
@@ -214,18 +212,10 @@ func (sp *SharePartition) TxnProducers() []int64 {
 		}
 	}
 	for _, b := range sp.batches {
-		switch {
-		case b.pk != nil:
-			for i := range b.pk.owners {
-				note(&b.pk.owners[i])
-			}
-		case b.runs == nil:
-			note(&b.rec)
-		default:
-			for i := range b.runs {
-				note(&b.runs[i].rec)
-			}
-		}
+		b.each(b.first, b.last, func(_, _ int64, r *record) bool {
+			note(r)
+			return true
+		})
 	}
 	return out
 }
@@ -251,7 +241,7 @@ func (sp *SharePartition) AdvanceLogStart(logStartOffset int64) {
 			continue
 		}
 		if b.pk != nil {
-			if _, ok := b.pk.find(max(b.first, sp.spso), hi, func(s State) bool { return !s.Terminal() }); !ok {
+			if _, ok := b.findState(max(b.first, sp.spso), hi, func(s State) bool { return !s.Terminal() }); !ok {
 				continue
 			}
 		}
