@@ -8,7 +8,9 @@ import (
 
 // A key's batches cost 40 bytes each as StateBatch values, and in the worst case (a
 // consumer that accepts and rejects alternately, P7) there is a batch per offset. So
-// only the keys written last are kept decoded ("hot"); every other key holds its
+// only the keys changed last are kept decoded ("hot", within hotBudget batches, so
+// that a broker writing a few hundred small keys in turn never decodes one); every
+// other key holds its
 // batches encoded, about 4 bytes a batch when each covers one offset: the offset delta
 // from the previous batch's end, the length, the state and the delivery count as
 // varints, and the staging fields only on a TX_PENDING batch. A key is decoded again
@@ -23,9 +25,10 @@ import (
 // would need locking or copy-on-write across them and break "rebuilt by replay" when an
 // append fails. Two compact copies cost a few bytes a record.
 
-// hotKeys is how many keys a keyspace keeps decoded, most recently changed first. A
-// variable so that the model tests can make every other key cold.
-var hotKeys = 8
+// hotBudget is how many decoded batches a keyspace keeps, over the keys changed last
+// (2.5 MiB as StateBatch values): a key that alone holds more stays decoded until
+// another is changed. A variable so that the model tests can make every other key cold.
+var hotBudget = 1 << 16
 
 // view returns e's batches for reading: valid until the next view or change on p, and
 // not to be changed.
@@ -37,9 +40,9 @@ func (p *keyspace) view(e *entry) []StateBatch {
 	return p.scratch
 }
 
-// edit decodes e's batches if it is cold, makes it the most recent hot key (encoding
-// the least recent one if there are too many) and returns its batches, which the caller
-// may change in place and must store back in e.batches.
+// edit decodes e's batches if it is cold, makes it the most recent hot key and returns
+// its batches, which the caller may change in place and must store back in e.batches,
+// then call fit.
 func (p *keyspace) edit(e *entry) []StateBatch {
 	if !e.hot {
 		p.scratch = decodeBatches(p.scratch[:0], e.packed)
@@ -51,31 +54,65 @@ func (p *keyspace) edit(e *entry) []StateBatch {
 
 // warm makes e the most recent hot key; its batches are e.batches from now on.
 func (p *keyspace) warm(e *entry) {
-	if i := slices.Index(p.hot, e); i >= 0 {
-		p.hot = append(p.hot[:i], p.hot[i+1:]...)
+	p.unlink(e)
+	e.hot, e.packed = true, nil
+	e.hotPrev, e.hotNext = p.hotLast, nil
+	if p.hotLast != nil {
+		p.hotLast.hotNext = e
+	} else {
+		p.hotFirst = e
 	}
-	e.hot = true
-	e.packed = nil
-	p.hot = append(p.hot, e)
-	for len(p.hot) > max(hotKeys, 1) {
-		p.cool(p.hot[0])
+	p.hotLast = e
+}
+
+// fit counts the batches the caller stored in e (hot) and encodes the least recently
+// changed keys until the hot ones are within hotBudget.
+func (p *keyspace) fit(e *entry) {
+	p.hotBatches += len(e.batches) - e.hotCounted
+	e.hotCounted = len(e.batches)
+	for p.hotBatches > hotBudget && p.hotFirst != e {
+		p.cool(p.hotFirst)
 	}
+}
+
+// unlink takes e out of the hot keys (its batches stay as they are).
+func (p *keyspace) unlink(e *entry) {
+	if !e.hot {
+		return
+	}
+	if e.hotPrev != nil {
+		e.hotPrev.hotNext = e.hotNext
+	} else {
+		p.hotFirst = e.hotNext
+	}
+	if e.hotNext != nil {
+		e.hotNext.hotPrev = e.hotPrev
+	} else {
+		p.hotLast = e.hotPrev
+	}
+	e.hotPrev, e.hotNext = nil, nil
+	p.hotBatches -= e.hotCounted
+	e.hotCounted = 0
+	e.hot = false
 }
 
 // cool encodes e's batches and drops it from the hot keys.
 func (p *keyspace) cool(e *entry) {
-	if i := slices.Index(p.hot, e); i >= 0 {
-		p.hot = append(p.hot[:i], p.hot[i+1:]...)
-	}
 	if !e.hot {
 		return
 	}
-	e.hot = false
+	p.unlink(e)
 	if len(e.batches) > 0 {
 		p.buf = encodeBatches(p.buf[:0], e.batches)
 		e.packed = slices.Clone(p.buf)
 	}
 	e.batches = nil
+}
+
+// drop forgets e's batches (a deleted key).
+func (p *keyspace) drop(e *entry) {
+	p.unlink(e)
+	e.batches, e.packed = nil, nil
 }
 
 // encodeBatches appends the encoding of bs (sorted, non-overlapping) to dst.

@@ -8,12 +8,12 @@ import (
 	"pgregory.net/rapid"
 )
 
-// coldKeys keeps one key decoded, so that the model tests read and change cold keys
-// too; it returns the undo.
+// coldKeys keeps only the key changed last decoded, so that the model tests read and
+// change cold keys too; it returns the undo.
 func coldKeys() func() {
-	old := hotKeys
-	hotKeys = 1
-	return func() { hotKeys = old }
+	old := hotBudget
+	hotBudget = 0
+	return func() { hotBudget = old }
 }
 
 // The encoding of a key's batches gives back exactly the batches it was made of,
@@ -49,4 +49,54 @@ func TestEncodedBatchSize(t *testing.T) {
 	if n := len(encodeBatches(nil, bs)); n != 4*len(bs) {
 		t.Fatalf("%d batches encoded in %d bytes, want %d", len(bs), n, 4*len(bs))
 	}
+}
+
+// The hot keys' count of decoded batches stays equal to what they hold, and within the
+// budget but for the key changed last, whatever is written, resolved and deleted.
+func TestHotBudget(t *testing.T) {
+	old := hotBudget
+	defer func() { hotBudget = old }()
+	rapid.Check(t, func(t *rapid.T) {
+		hotBudget = rapid.IntRange(0, 12).Draw(t, "budget")
+		var p keyspace
+		p.reset()
+		keys := []Key{key("a", 0), key("b", 1), key("c", 2)}
+		for _, k := range keys {
+			p.applySnapshot(k, &snapshotValue{StartOffset: 0, DeliveryCompleteCount: -1}, 0)
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"update": func(t *rapid.T) {
+				k := rapid.SampledFrom(keys).Draw(t, "key")
+				if p.keys[k] == nil {
+					p.applySnapshot(k, &snapshotValue{StartOffset: 0, DeliveryCompleteCount: -1}, 0)
+				}
+				o := rapid.Int64Range(0, 20).Draw(t, "offset")
+				b := sb(o, o, StateAcknowledged, int16(rapid.IntRange(1, 3).Draw(t, "count")))
+				if rapid.Bool().Draw(t, "staged") {
+					b = StateBatch{FirstOffset: o, LastOffset: o, DeliveryState: StateTxPending, DeliveryCount: 1,
+						TxnProducerID: 7, TxnProducerEpoch: 0, TxnAckType: AckAccept, TxnCommitState: StateAcknowledged}
+				}
+				p.applyUpdate(k, &updateValue{LeaderEpoch: -1, StartOffset: -1, DeliveryCompleteCount: -1, Batches: []StateBatch{b}})
+			},
+			"marker": func(t *rapid.T) { p.applyMarker(7, 1, rapid.Bool().Draw(t, "commit")) },
+			"delete": func(t *rapid.T) { p.applyTombstone(rapid.SampledFrom(keys).Draw(t, "key")) },
+			"": func(t *rapid.T) {
+				n, last := 0, (*entry)(nil)
+				for e := p.hotFirst; e != nil; e = e.hotNext {
+					if !e.hot || e.hotCounted != len(e.batches) || e.packed != nil {
+						t.Fatalf("hot key: hot %v, counted %d of %d, packed %d bytes", e.hot, e.hotCounted, len(e.batches), len(e.packed))
+					}
+					n, last = n+len(e.batches), e
+				}
+				if n != p.hotBatches || (n > hotBudget && p.hotFirst != last) {
+					t.Fatalf("hot keys hold %d batches, counted %d, budget %d", n, p.hotBatches, hotBudget)
+				}
+				for _, e := range p.keys {
+					if !e.hot && e.batches != nil {
+						t.Fatalf("cold key with decoded batches")
+					}
+				}
+			},
+		})
+	})
 }

@@ -30,8 +30,10 @@ type keyspace struct {
 	txPending atomic.Int64
 	// end is one past the last offset appended (as the log reported it) or replayed.
 	end int64
-	// hot are the keys whose batches are decoded, least recently changed first (compact.go).
-	hot []*entry
+	// hotFirst..hotLast are the keys whose batches are decoded, least recently changed
+	// first, linked through the entries; hotBatches counts their batches (compact.go).
+	hotFirst, hotLast *entry
+	hotBatches        int
 	// scratch and buf are reused by view and cool.
 	scratch []StateBatch
 	buf     []byte
@@ -41,7 +43,7 @@ func (p *keyspace) reset() {
 	p.keys, p.pending, p.markerEpoch = map[Key]*entry{}, map[int64]map[Key]struct{}{}, map[int64]int16{}
 	p.end = 0
 	p.txPending.Store(0)
-	p.hot, p.scratch, p.buf = nil, nil, nil
+	p.hotFirst, p.hotLast, p.hotBatches, p.scratch, p.buf = nil, nil, 0, nil, nil
 }
 
 // entry is one key's state.
@@ -54,9 +56,11 @@ type entry struct {
 	createMs      int64
 	// batches are the key's state batches while it is hot, packed their encoding
 	// while it is cold (compact.go); read them with keyspace.view.
-	batches []StateBatch
-	packed  []byte
-	hot     bool
+	batches          []StateBatch
+	packed           []byte
+	hot              bool
+	hotPrev, hotNext *entry
+	hotCounted       int // len(batches) as the hot total counts it
 	// updates counts ShareUpdate records since the last ShareSnapshot.
 	updates int
 	// snapshotOffset is the log offset of the last ShareSnapshot; snapshotMs its write time.
@@ -130,6 +134,7 @@ func (p *keyspace) applySnapshot(k Key, v *snapshotValue, off int64) {
 	e.createMs = v.CreateTimestamp
 	p.warm(e)
 	e.batches = normalizeLoaded(v.Batches, v.StartOffset)
+	p.fit(e)
 	e.updates = 0
 	e.snapshotOffset = off
 	e.snapshotMs = v.WriteTimestamp
@@ -154,6 +159,7 @@ func (p *keyspace) applyUpdate(k Key, v *updateValue) {
 	}
 	if len(v.Batches) > 0 || v.StartOffset != -1 {
 		e.batches = mergeInto(p.edit(e), v.Batches, e.startOffset)
+		p.fit(e)
 	}
 	e.updates++
 	p.reindex(k, e)
@@ -164,8 +170,7 @@ func (p *keyspace) applyTombstone(k Key) {
 	if e == nil {
 		return
 	}
-	p.cool(e)
-	e.batches, e.packed = nil, nil
+	p.drop(e)
 	p.reindex(k, e)
 	delete(p.keys, k)
 }
@@ -205,6 +210,7 @@ func (p *keyspace) applyMarker(pid int64, epoch int16, commit bool) MarkerResult
 			changed = append(changed, k)
 		}
 		if len(changed) == 0 || changed[len(changed)-1] != k {
+			p.fit(e)
 			continue
 		}
 		// The resolved offsets are at or above the start offset (batches below it are
@@ -214,6 +220,7 @@ func (p *keyspace) applyMarker(pid int64, epoch int16, commit bool) MarkerResult
 			e.dcc = min(e.dcc+resolved, math.MaxInt32)
 		}
 		e.batches = coalesce(bs)
+		p.fit(e)
 		p.reindex(k, e)
 	}
 	changed = slices.Compact(changed)
