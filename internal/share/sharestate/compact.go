@@ -54,15 +54,12 @@ func (p *keyspace) edit(e *entry) []StateBatch {
 
 // warm makes e the most recent hot key; its batches are e.batches from now on.
 func (p *keyspace) warm(e *entry) {
-	p.unlink(e)
-	e.hot, e.packed = true, nil
-	e.hotPrev, e.hotNext = p.hotLast, nil
-	if p.hotLast != nil {
-		p.hotLast.hotNext = e
+	if e.hot {
+		p.hot.MoveToBack(e.hotAt)
 	} else {
-		p.hotFirst = e
+		e.hot, e.hotAt = true, p.hot.PushBack(e)
 	}
-	p.hotLast = e
+	e.packed = nil
 }
 
 // fit counts the batches the caller stored in e (hot) and encodes the least recently
@@ -70,8 +67,8 @@ func (p *keyspace) warm(e *entry) {
 func (p *keyspace) fit(e *entry) {
 	p.hotBatches += len(e.batches) - e.hotCounted
 	e.hotCounted = len(e.batches)
-	for p.hotBatches > hotBudget && p.hotFirst != e {
-		p.cool(p.hotFirst)
+	for p.hotBatches > hotBudget && p.hot.Front().Value != e {
+		p.cool(p.hot.Front().Value.(*entry))
 	}
 }
 
@@ -80,20 +77,9 @@ func (p *keyspace) unlink(e *entry) {
 	if !e.hot {
 		return
 	}
-	if e.hotPrev != nil {
-		e.hotPrev.hotNext = e.hotNext
-	} else {
-		p.hotFirst = e.hotNext
-	}
-	if e.hotNext != nil {
-		e.hotNext.hotPrev = e.hotPrev
-	} else {
-		p.hotLast = e.hotPrev
-	}
-	e.hotPrev, e.hotNext = nil, nil
+	p.hot.Remove(e.hotAt)
 	p.hotBatches -= e.hotCounted
-	e.hotCounted = 0
-	e.hot = false
+	e.hot, e.hotAt, e.hotCounted = false, nil, 0
 }
 
 // cool encodes e's batches and drops it from the hot keys.
@@ -120,7 +106,7 @@ func encodeBatches(dst []byte, bs []StateBatch) []byte {
 	next := int64(0)
 	for i := range bs {
 		b := &bs[i]
-		dst = binary.AppendVarint(dst, b.FirstOffset-next)
+		dst = binary.AppendUvarint(dst, zigzag(b.FirstOffset-next))
 		dst = binary.AppendUvarint(dst, uint64(b.LastOffset-b.FirstOffset))
 		dst = append(dst, byte(b.DeliveryState))
 		staged := b.TxnProducerID != 0 || b.TxnProducerEpoch != 0 || b.TxnAckType != 0 || b.TxnCommitState != 0 || b.TxnAbortState != 0
@@ -130,8 +116,8 @@ func encodeBatches(dst []byte, bs []StateBatch) []byte {
 		}
 		dst = binary.AppendUvarint(dst, head)
 		if staged {
-			dst = binary.AppendVarint(dst, b.TxnProducerID)
-			dst = binary.AppendVarint(dst, int64(b.TxnProducerEpoch))
+			dst = binary.AppendUvarint(dst, zigzag(b.TxnProducerID))
+			dst = binary.AppendUvarint(dst, zigzag(int64(b.TxnProducerEpoch)))
 			dst = append(dst, byte(b.TxnAckType), byte(b.TxnCommitState), byte(b.TxnAbortState))
 		}
 		next = b.LastOffset + 1
@@ -147,15 +133,9 @@ func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 // own encoding, so a malformed one is a bug.
 func decodeBatches(dst []StateBatch, src []byte) []StateBatch {
 	next := int64(0)
-	varint := func() int64 {
-		v, n := binary.Varint(src)
-		if n <= 0 {
-			panic(fmt.Sprintf("sharestate: corrupt encoded batches (%d bytes left)", len(src)))
-		}
-		src = src[n:]
-		return v
-	}
-	uvarint := func() uint64 {
+	var uvarint func() uint64
+	varint := func() int64 { return unzigzag(uvarint()) }
+	uvarint = func() uint64 {
 		v, n := binary.Uvarint(src)
 		if n <= 0 {
 			panic(fmt.Sprintf("sharestate: corrupt encoded batches (%d bytes left)", len(src)))

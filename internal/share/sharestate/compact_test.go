@@ -82,13 +82,14 @@ func TestHotBudget(t *testing.T) {
 			"delete": func(t *rapid.T) { p.applyTombstone(rapid.SampledFrom(keys).Draw(t, "key")) },
 			"": func(t *rapid.T) {
 				n, last := 0, (*entry)(nil)
-				for e := p.hotFirst; e != nil; e = e.hotNext {
+				for el := p.hot.Front(); el != nil; el = el.Next() {
+					e := el.Value.(*entry)
 					if !e.hot || e.hotCounted != len(e.batches) || e.packed != nil {
 						t.Fatalf("hot key: hot %v, counted %d of %d, packed %d bytes", e.hot, e.hotCounted, len(e.batches), len(e.packed))
 					}
 					n, last = n+len(e.batches), e
 				}
-				if n != p.hotBatches || (n > hotBudget && p.hotFirst != last) {
+				if n != p.hotBatches || (n > hotBudget && p.hot.Front().Value != last) {
 					t.Fatalf("hot keys hold %d batches, counted %d, budget %d", n, p.hotBatches, hotBudget)
 				}
 				for _, e := range p.keys {

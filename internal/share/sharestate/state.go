@@ -2,6 +2,7 @@ package sharestate
 
 import (
 	"cmp"
+	"container/list"
 	"fmt"
 	"math"
 	"slices"
@@ -30,10 +31,10 @@ type keyspace struct {
 	txPending atomic.Int64
 	// end is one past the last offset appended (as the log reported it) or replayed.
 	end int64
-	// hotFirst..hotLast are the keys whose batches are decoded, least recently changed
-	// first, linked through the entries; hotBatches counts their batches (compact.go).
-	hotFirst, hotLast *entry
-	hotBatches        int
+	// hot are the keys whose batches are decoded (*entry), least recently changed first;
+	// hotBatches counts their batches (compact.go).
+	hot        *list.List
+	hotBatches int
 	// scratch and buf are reused by view and cool.
 	scratch []StateBatch
 	buf     []byte
@@ -43,7 +44,7 @@ func (p *keyspace) reset() {
 	p.keys, p.pending, p.markerEpoch = map[Key]*entry{}, map[int64]map[Key]struct{}{}, map[int64]int16{}
 	p.end = 0
 	p.txPending.Store(0)
-	p.hotFirst, p.hotLast, p.hotBatches, p.scratch, p.buf = nil, nil, 0, nil, nil
+	p.hot, p.hotBatches, p.scratch, p.buf = list.New(), 0, nil, nil
 }
 
 // entry is one key's state.
@@ -56,11 +57,11 @@ type entry struct {
 	createMs      int64
 	// batches are the key's state batches while it is hot, packed their encoding
 	// while it is cold (compact.go); read them with keyspace.view.
-	batches          []StateBatch
-	packed           []byte
-	hot              bool
-	hotPrev, hotNext *entry
-	hotCounted       int // len(batches) as the hot total counts it
+	batches    []StateBatch
+	packed     []byte
+	hot        bool
+	hotAt      *list.Element // in keyspace.hot while hot
+	hotCounted int           // len(batches) as the hot total counts it
 	// updates counts ShareUpdate records since the last ShareSnapshot.
 	updates int
 	// snapshotOffset is the log offset of the last ShareSnapshot; snapshotMs its write time.
