@@ -31,9 +31,9 @@ func (h *lockHeap) Pop() any {
 // arm records that batch b holds records locked until deadlineMs.
 func (sp *SharePartition) arm(b *batch, deadlineMs int64) {
 	heap.Push(&sp.locks, lockEntry{deadlineMs: deadlineMs, first: b.first})
-	if len(sp.locks) > 2*sp.liveLocks+4*len(sp.batches)+64 {
-		sp.rebuildLocks()
-	}
+	// The rebuild waits for the step's end (coalesceCarved): it reads every batch, and
+	// reading a packed batch writes back the runs a caller may still be changing.
+	sp.rebuildDue = sp.rebuildDue || len(sp.locks) > 2*sp.liveLocks+4*len(sp.batches)+64
 }
 
 // rebuildLocks drops stale entries: one entry per distinct deadline per batch.

@@ -100,7 +100,8 @@ func (b *batch) overlapping(lo, hi int64) []run {
 // carve switches b to per-offset state and splits its runs so that [lo, hi]
 // (inside the batch) is covered by whole runs, which it returns for the caller
 // to change: at most two runs are added; of a packed batch, the range decoded
-// (packed.go). The caller must not carve again while it holds the result.
+// (packed.go). The caller must not carve again, nor read the batch, while it holds
+// the result: reading a packed batch writes the carved runs back.
 func (sp *SharePartition) carve(b *batch, lo, hi int64) []run {
 	b.settle()
 	switch {
@@ -170,6 +171,10 @@ func (sp *SharePartition) coalesceCarved() {
 		}
 	}
 	sp.carved = sp.carved[:0]
+	if sp.rebuildDue {
+		sp.rebuildDue = false
+		sp.rebuildLocks()
+	}
 }
 
 // Counters are cumulative record counts for metrics (issue 4 and 5). They are
@@ -213,6 +218,7 @@ type SharePartition struct {
 	mayHaveAvailable bool // false once NextFetchOffset found no AVAILABLE record; set again by any release
 	locks            lockHeap
 	liveLocks        int   // heap entries the last rebuildLocks kept
+	rebuildDue       bool  // the heap outgrew its bound during the step: rebuild at its end
 	txPending        int64 // records currently TX_PENDING
 	complete         int64 // terminal records at or above the SPSO (KIP-1226 DeliveryCompleteCount)
 	counters         Counters
