@@ -836,3 +836,81 @@ func TestStaticClassicMemberReplacesLastConsumerMember(t *testing.T) {
 		t.Fatalf("after: a %v b %v", a.owned, b.owned)
 	}
 }
+
+// TestClassicMemberDeadlinesAndFetchFencing: a classic member of a consumer group that is
+// told to rejoin and never does is fenced when its rebalance timeout passes (the join
+// deadline), and one that joined but never synced is fenced at its sync deadline; a
+// consumer-protocol static member takes a classic static member's instance id over
+// without a leave; an OffsetFetch naming a classic member with a stale generation is
+// ILLEGAL_GENERATION.
+func TestClassicMemberDeadlinesAndFetchFencing(t *testing.T) {
+	h := newMigrationHarness(t)
+	a, b := h.classic("g", "t"), h.classic("g", "t")
+	classicStable(t, a, b)
+	x := h.client("g", "x", "t")
+	x.beat() // upgrade: the classic members must rejoin
+	g := h.s.consumers["g"]
+	if code := a.step(); code != errRebalanceInProgress {
+		t.Fatalf("classic heartbeat after the upgrade: %d", code)
+	}
+	if fetch := g.validateOffsetFetch(&a.id, a.gen+1); fetch != errIllegalGeneration {
+		t.Fatalf("OffsetFetch with another generation: %d", fetch)
+	}
+	// heartbeat keeps a classic member's session alive without rejoining or syncing.
+	heartbeat := func(c *clClient) int16 {
+		r := kmsg.NewPtrHeartbeatRequest()
+		r.Group, r.MemberID, r.Generation = c.group, c.id, c.gen
+		var code int16
+		h.run(func(uint64, *output) { code = h.s.heartbeat(r, h.nowMs) })
+		return code
+	}
+	// a keeps heartbeating (its session, 10 s, never ends) but never rejoins: its join
+	// deadline, its rebalance timeout (30 s) after it was told to rejoin, fences it.
+	for i := range 8 {
+		h.advance(5000)
+		if g.members[a.id] != nil && heartbeat(a) != errRebalanceInProgress {
+			t.Fatalf("heartbeat %d of a member told to rejoin", i)
+		}
+		b.step()
+		x.beat()
+	}
+	if g.members[a.id] != nil {
+		t.Fatalf("a classic member that never rejoined is still a member")
+	}
+	// b joins and heartbeats but never sends its SyncGroup: fenced at its sync deadline,
+	// its rebalance timeout after the join.
+	b.needJoin = true
+	b.join()
+	resp, ok := h.done[b.joinTok].(*kmsg.JoinGroupResponse)
+	if !ok || resp.ErrorCode != 0 || g.members[b.id] == nil {
+		t.Fatalf("join: %+v", resp)
+	}
+	b.gen = resp.Generation
+	for range 8 {
+		h.advance(5000)
+		if g.members[b.id] != nil {
+			heartbeat(b)
+		}
+		x.beat()
+	}
+	if h.s.consumers["g"] == nil || h.s.consumers["g"].members[b.id] != nil {
+		t.Fatalf("a classic member that never synced is still a member (%s)", h.groupType("g"))
+	}
+
+	// A consumer-protocol static member replaces a classic static member at once.
+	h2 := newMigrationHarness(t)
+	inst := "i1"
+	c := h2.classic("g", "t")
+	c.instanceID = &inst
+	classicStable(t, c)
+	y := h2.client("g", "y-new", "t")
+	y.instanceID = &inst
+	if code := y.beat(); code != 0 {
+		t.Fatalf("static consumer-protocol member replacing a classic one: %d", code)
+	}
+	g2 := h2.s.consumers["g"]
+	if g2 == nil || g2.static[inst] != "y-new" || g2.members[c.id] != nil || g2.members["y-new"].usesClassic() {
+		t.Fatalf("replacement: %s %+v", h2.groupType("g"), g2)
+	}
+	h2.checkReplay()
+}
