@@ -24,7 +24,8 @@ import (
 // closes, and the group is classic again, its partitions back with the two. Every
 // consumer commits what it polled before a rebalance goes on, so across both conversions
 // every record is consumed exactly once (by Go or by Java) and the committed offsets end
-// at the end of every partition.
+// at the end of every partition. Kafka 4.4's kafka-consumer-groups --describe --members
+// --verbose shows the mixed group: two members not upgraded, one upgraded.
 func TestJavaOnlineMigration(t *testing.T) {
 	buildJava(t) // skips without Java, before a broker starts
 	tb := testbroker.Start(t, testbroker.WithConfig(map[string]string{
@@ -154,6 +155,29 @@ func TestJavaOnlineMigration(t *testing.T) {
 		}
 		return nil
 	})
+	// Kafka 4.4's own tool sees the migration: the classic members not upgraded, the Java
+	// consumer upgraded, each with its epoch and current and target assignment.
+	toolJava, toolCP := kafkaToolsClasspath(t)
+	members, err := runBounded(2*time.Minute, ".", toolJava, "-Xmx256m", "-cp", toolCP,
+		"org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--bootstrap-server", tb.Addr,
+		"--describe", "--group", group, "--members", "--verbose")
+	if err != nil {
+		t.Fatalf("kafka-consumer-groups --describe --members --verbose: %v\n%s", err, members)
+	}
+	upgraded := map[string]int{}
+	for _, line := range strings.Split(members, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != group {
+			continue
+		}
+		upgraded[f[len(f)-1]]++
+		if !strings.HasPrefix(f[len(f)-4], topic+":") || f[len(f)-4] != f[len(f)-2] {
+			t.Errorf("member line without a settled assignment: %q", line)
+		}
+	}
+	if !strings.Contains(members, "UPGRADED") || upgraded["false"] != 2 || upgraded["true"] != 1 {
+		t.Fatalf("kafka-consumer-groups --describe --members --verbose:\n%s", members)
+	}
 	produce()
 	javaSeen := func() []string {
 		b, err := os.ReadFile(outFile)
