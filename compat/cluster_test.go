@@ -56,9 +56,10 @@ const (
 // failover before part 2) while the others keep serving; restarted, it leads its
 // partitions again and every acknowledged record is there.
 //
-// Consumer groups are not part of it: coordinators follow partition leadership with step
-// 13, so a cluster of several nodes answers COORDINATOR_NOT_AVAILABLE to group, transaction
-// and share-group requests (docs/architecture.md, step 11's note).
+// Consumer groups work across the nodes (a kgo member and a Java one, their coordinator the
+// leader of the group's __consumer_offsets partition; the committed offsets survive the
+// restart); transactions and share groups do not yet (docs/architecture.md, step 13's
+// note).
 func TestThreeProcessCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three broker processes")
@@ -141,6 +142,12 @@ func TestThreeProcessCluster(t *testing.T) {
 		}
 	}
 
+	// Consumer groups: a kgo member and a Java one (kafka-console-consumer, the classic
+	// protocol) each read the whole topic through the group's coordinator, which is the
+	// leader of its __consumer_offsets partition, wherever that is.
+	groupOffsets := groupConsume(t, ctx, c.Client[1], "kgo-group", total)
+	consoleConsume(t, c.Client[2], "java-group", total)
+
 	// kill -9 one node: its partitions go leaderless once its session expires, the others
 	// keep a controller and keep serving theirs.
 	const victim = 2
@@ -196,6 +203,24 @@ func TestThreeProcessCluster(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatalf("after restarting node %d: %v", victim, err)
+	}
+	// The group's committed offsets are all there, wherever its coordinator was.
+	if err := await.Until(30*time.Second, 200*time.Millisecond, func() error {
+		fetched, err := adm0.FetchOffsets(ctx, "kgo-group")
+		if err != nil {
+			return err
+		}
+		if err := fetched.Error(); err != nil {
+			return err
+		}
+		for p, want := range groupOffsets {
+			if o, ok := fetched.Lookup(clusterTopic, p); !ok || o.At != want {
+				return fmt.Errorf("partition %d: committed %+v, want %d", p, o, want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("kgo-group's offsets after node %d's restart: %v", victim, err)
 	}
 	after := readAll(t, ctx, c.Bootstrap())
 	for p := range int32(clusterPartitions) {
@@ -321,5 +346,46 @@ func consoleProduce(t *testing.T, bootstrap, lines string) {
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil || strings.Contains(out.String(), "ERROR") {
 		t.Fatalf("kafka-console-producer: %v\n%s", err, tail(out.String()))
+	}
+}
+
+// groupConsume reads n records of the topic as the one member of group (kgo, the classic
+// protocol), commits, and returns the committed offset of every partition.
+func groupConsume(t *testing.T, ctx context.Context, seed, group string, n int) map[int32]int64 {
+	t.Helper()
+	cl := newKgo(t, seed, kgo.ConsumerGroup(group), kgo.ConsumeTopics(clusterTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	ends := map[int32]int64{}
+	for got := 0; got < n; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("group %s read %d of %d records: %v", group, got, n, ctx.Err())
+		}
+		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("group %s: fetch partition %d: %v", group, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			ends[r.Partition] = r.Offset + 1
+			got++
+		})
+	}
+	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("group %s: commit: %v", group, err)
+	}
+	cl.Close() // leaves the group
+	return ends
+}
+
+// consoleConsume reads n records of the topic with Kafka 4.4's kafka-console-consumer as a
+// member of group (its KafkaConsumer, the classic protocol, committing).
+func consoleConsume(t *testing.T, bootstrap, group string, n int) {
+	t.Helper()
+	java, cp := kafkaToolsClasspath(t)
+	out, err := runBounded(2*time.Minute, ".", java, "-Xmx256m", "-cp", cp, "org.apache.kafka.tools.consumer.ConsoleConsumer",
+		"--bootstrap-server", bootstrap, "--topic", clusterTopic, "--group", group, "--from-beginning",
+		"--max-messages", fmt.Sprint(n), "--timeout-ms", "60000")
+	if err != nil {
+		t.Fatalf("kafka-console-consumer --group %s: %v\n%s", group, err, tail(out))
+	}
+	if !strings.Contains(out, fmt.Sprintf("Processed a total of %d messages", n)) {
+		t.Fatalf("kafka-console-consumer --group %s did not read %d messages:\n%s", group, n, tail(out))
 	}
 }

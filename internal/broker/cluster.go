@@ -25,9 +25,13 @@ func (b *Broker) handleFindCoordinator(req *server.Request, r *kmsg.FindCoordina
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
 		var err error
+		node := endpoint{id: b.cfg.NodeID, host: b.cfg.AdvertisedHost, port: b.cfg.AdvertisedPort}
 		switch r.CoordinatorType {
 		case coordinatorGroup:
 			_, err = b.groupCoordinator()
+			if err == nil && b.clustered() && key != "" {
+				node, err = b.groupCoordinatorNode(key)
+			}
 		case coordinatorTransaction:
 			_, err = b.txnCoordinator()
 		case coordinatorShare:
@@ -46,9 +50,7 @@ func (b *Broker) handleFindCoordinator(req *server.Request, r *kmsg.FindCoordina
 			c.NodeID, c.Port = -1, -1
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		default:
-			c.NodeID = b.cfg.NodeID
-			c.Host = b.cfg.AdvertisedHost
-			c.Port = b.cfg.AdvertisedPort
+			c.NodeID, c.Host, c.Port = node.id, node.host, node.port
 		}
 		return c
 	}

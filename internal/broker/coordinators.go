@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/group"
@@ -83,7 +84,7 @@ func (b *Broker) loadGroupCoordinator() (*group.Coordinator, error) {
 		MaxSessionTimeoutMs:     b.brokerInt32("group.max.session.timeout.ms", 1800000),
 		InitialRebalanceDelayMs: b.defaults.topic.GroupInitialRebalanceDelayMs(),
 		MaxGroupSize:            b.brokerInt32("group.max.size", 0),
-		TopicExists:             func(topic string, p int32) bool { return partitionOf(b.topics.get(topic), p) != nil },
+		TopicExists:             b.partitionExists,
 		TopicID: func(name string) ([16]byte, bool) {
 			if t := b.topics.get(name); t != nil {
 				return t.id, true
@@ -298,6 +299,16 @@ func (b *Broker) groupReply(ctx context.Context, req *server.Request, call func(
 		b.logger.Error("group coordinator unavailable", "err", err)
 		return server.Reply{Resp: coordinatorUnavailable(req)}
 	}
+	if b.clustered() {
+		// A cluster node coordinates the groups of the __consumer_offsets partitions it
+		// leads (groupsacross.go); a request for any other group is NOT_COORDINATOR,
+		// which sends the client back to FindCoordinator.
+		for _, id := range groupsOf(req.Body) {
+			if leader, _ := b.groupCoordinatorOf(id); leader != b.cfg.NodeID {
+				return server.Reply{Resp: coordinatorError(req, kerr.NotCoordinator.Code)}
+			}
+		}
+	}
 	host := ""
 	if req.Conn != nil && req.Conn.RemoteAddr != nil {
 		if h, _, err := net.SplitHostPort(req.Conn.RemoteAddr.String()); err == nil {
@@ -315,8 +326,13 @@ func (b *Broker) groupReply(ctx context.Context, req *server.Request, call func(
 // coordinatorUnavailable builds the request's response with COORDINATOR_NOT_AVAILABLE in
 // every error field a client reads.
 func coordinatorUnavailable(req *server.Request) kmsg.Response {
+	return coordinatorError(req, kerr.CoordinatorNotAvailable.Code)
+}
+
+// coordinatorError builds the request's response with code in every error field a client
+// reads.
+func coordinatorError(req *server.Request, code int16) kmsg.Response {
 	resp := req.Body.ResponseKind()
-	code := int16(15) // COORDINATOR_NOT_AVAILABLE
 	switch r := resp.(type) {
 	case *kmsg.JoinGroupResponse:
 		r.ErrorCode = code

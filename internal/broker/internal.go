@@ -31,9 +31,13 @@ func (b *Broker) internalPartitions(name string) ([]coordlog.Partition, error) {
 	out := make([]coordlog.Partition, len(parts))
 	for i, p := range parts {
 		if ip := imagePartition(b.pub.image(), t.id, int32(i)); p == nil && ip != nil && !b.hosts(ip) {
-			// A coordinator here needs every partition of its topic: coordinators that
-			// follow the leadership of their partitions across nodes are step 13.
-			return nil, fmt.Errorf("%s-%d is on another node (coordinators across nodes are not built yet): %w",
+			if name == offsetsTopic {
+				out[i] = elsewhere(i) // its groups are coordinated there (groupsacross.go)
+				continue
+			}
+			// The transaction and share coordinators need every partition of their
+			// topic here until they work across nodes (steps 14-17).
+			return nil, fmt.Errorf("%s-%d is on another node (transactions and share groups across nodes are not built yet): %w",
 				name, i, kerr.CoordinatorNotAvailable)
 		}
 		if p == nil {
