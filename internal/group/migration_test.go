@@ -914,3 +914,20 @@ func TestClassicMemberDeadlinesAndFetchFencing(t *testing.T) {
 	}
 	h2.checkReplay()
 }
+
+func TestParseMigrationPolicy(t *testing.T) {
+	for in, want := range map[string]MigrationPolicy{"bidirectional": MigrationBidirectional, "UPGRADE": MigrationUpgrade,
+		" Downgrade ": MigrationDowngrade, "disabled": MigrationDisabled} {
+		if got, err := ParseMigrationPolicy(in); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "both", "enabled"} {
+		if _, err := ParseMigrationPolicy(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if MigrationPolicy(0).String() != "bidirectional" {
+		t.Errorf("the zero value is %s, want Kafka's default bidirectional", MigrationPolicy(0))
+	}
+}
