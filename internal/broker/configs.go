@@ -43,7 +43,7 @@ func (b *Broker) handleDescribeConfigs(req *server.Request, r *kmsg.DescribeConf
 				res.ErrorMessage = strPtr("Unexpected broker id, expected " + strconv.Itoa(int(b.cfg.NodeID)) + " or empty string, but received " + rr.ResourceName)
 			}
 		case kmsg.ConfigResourceTypeGroupConfig:
-			res.Configs = b.groupCfg.describe(rr.ResourceName, rr.ConfigNames, r.IncludeDocumentation)
+			res.Configs = b.groupCfg.broker.DescribeConfigs(b.groupCfg.overrides(rr.ResourceName), rr.ConfigNames, r.IncludeSynonyms, r.IncludeDocumentation)
 		default:
 			res.ErrorCode = kerr.InvalidRequest.Code
 			res.ErrorMessage = strPtr("exactq does not serve configs of resource type " + rr.ResourceType.String())

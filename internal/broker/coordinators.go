@@ -97,10 +97,11 @@ func (b *Broker) loadGroupCoordinator() (*group.Coordinator, error) {
 			}
 			return "", false
 		},
-		VerifyTxn:         b.verifyTxnOffsetCommit,
-		IsOtherGroupType:  b.isShareGroup,
-		ConsumerMaxSize:   b.brokerInt32("group.consumer.max.size", 0),
-		ConsumerAssignors: consumerAssignors(b.cfg.BrokerConfigs["group.consumer.assignors"]),
+		VerifyTxn:               b.verifyTxnOffsetCommit,
+		IsOtherGroupType:        b.isShareGroup,
+		ConsumerMaxSize:         b.brokerInt32("group.consumer.max.size", 0),
+		ConsumerAssignors:       consumerAssignors(b.cfg.BrokerConfigs["group.consumer.assignors"]),
+		ConsumerMigrationPolicy: b.consumerMigrationPolicy(),
 		ConsumerTimeouts: func(groupID string) (int32, int32) {
 			r := b.groupCfg.Resolve(groupID)
 			return r.Int(groupconfig.ConsumerSessionTimeoutMs), r.Int(groupconfig.ConsumerHeartbeatIntervalMs)
@@ -444,4 +445,14 @@ func txnCoordinatorUnavailable(req *server.Request) kmsg.Response {
 		}
 	}
 	return resp
+}
+
+// consumerMigrationPolicy is group.consumer.migration.policy (validated with the other
+// broker configs at start; Kafka's default, bidirectional, when unset).
+func (b *Broker) consumerMigrationPolicy() group.MigrationPolicy {
+	p, err := group.ParseMigrationPolicy(b.cfg.BrokerConfigs["group.consumer.migration.policy"])
+	if err != nil {
+		return group.MigrationBidirectional
+	}
+	return p
 }

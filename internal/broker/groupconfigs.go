@@ -1,8 +1,6 @@
 package broker
 
 import (
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/exactq/exactq/internal/cluster/metadata"
 	"github.com/exactq/exactq/internal/groupconfig"
 )
@@ -32,8 +30,4 @@ func (gc *groupConfigs) overrides(groupID string) map[string]string {
 // Resolve returns a group's effective configuration.
 func (gc *groupConfigs) Resolve(groupID string) groupconfig.Resolved {
 	return gc.broker.Resolve(gc.overrides(groupID))
-}
-
-func (gc *groupConfigs) describe(groupID string, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	return gc.broker.Describe(gc.overrides(groupID), names, docs)
 }

@@ -400,20 +400,6 @@ func (b *Broker) DescribeConfigs(overrides map[string]string, names []string, in
 	return out
 }
 
-// Describe is the view the broker gives today, without synonyms: DescribeConfigs of the
-// configs exactq acts on. The broker's one-line move to DescribeConfigs (passing the
-// request's IncludeSynonyms) replaces it.
-func (b *Broker) Describe(overrides map[string]string, names []string, includeDocs bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	all := b.DescribeConfigs(overrides, names, false, includeDocs)
-	out := all[:0]
-	for _, c := range all {
-		if byName[c.Name].unsupported == "" {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // ApplyIncremental applies IncrementalAlterConfigs operations to a group's overrides.
 // APPEND and SUBTRACT need list configs, which groups do not have.
 func (b *Broker) ApplyIncremental(current map[string]string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {

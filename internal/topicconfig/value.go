@@ -224,6 +224,19 @@ func oneOf(valid ...string) validator {
 	}
 }
 
+// oneOfFold is ConfigDef.CaseInsensitiveValidString.in.
+func oneOfFold(valid ...string) validator {
+	return func(name string, v any) *Error {
+		s := v.(string)
+		for _, ok := range valid {
+			if strings.EqualFold(s, ok) {
+				return nil
+			}
+		}
+		return valueError(name, v, "String must be one of (case insensitive): "+strings.Join(valid, ", "))
+	}
+}
+
 // listOf is ConfigDef.ValidList.in(valid...): the empty list is allowed, entries must be
 // non-empty, unique and among valid.
 func listOf(valid ...string) validator {
