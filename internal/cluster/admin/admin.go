@@ -1,9 +1,10 @@
 // Package admin turns admin requests into metadata records: CreateTopics, DeleteTopics,
-// CreatePartitions, AlterConfigs, IncrementalAlterConfigs (topics and groups) and
-// UpdateFeatures, each validated against a metadata image with the Kafka error codes and
-// messages internal/broker answers on a single node today. The controller (the raft
-// leader) calls them against its latest image, proposes the records and answers the
-// response once they are applied.
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs (topics and groups),
+// UpdateFeatures, CreateAcls, DeleteAcls and AlterUserScramCredentials, each validated
+// against a metadata image with the Kafka error codes and messages Kafka's controller
+// answers. The controller (the raft leader) calls them against its latest image,
+// proposes the records and answers the response once they are applied. DescribeAcls and
+// DescribeUserScramCredentials are the reads any broker answers from its own image.
 //
 // Pure code: no I/O, no clocks, no randomness. Topic ids come from a function the caller
 // passes and replica placement starts where the caller says, so tests and the simulation

@@ -174,11 +174,14 @@ func (c *Core) Handle(latest *metadata.Image, now time.Time, req any) (Result, e
 // HandleFrom decides req from client clientID (the request header's, which one
 // CreateTopics refusal names) against latest at now. req is one of BrokerRegistration,
 // BrokerHeartbeat, UnregisterBroker, AllocateProducerIds, CreateTopics, DeleteTopics,
-// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, UpdateFeatures (as
-// *kmsg requests with their version set), *AutoCreateTopicRequest or
+// CreatePartitions, AlterConfigs, IncrementalAlterConfigs, UpdateFeatures, CreateAcls,
+// DeleteAcls, AlterUserScramCredentials (as *kmsg requests with their version set), *AutoCreateTopicRequest or
 // *CreateInternalTopicRequest; it returns an error only for anything else.
 func (c *Core) HandleFrom(latest *metadata.Image, now time.Time, clientID string, req any) (Result, error) {
 	if r, ok := c.handleAdmin(latest, clientID, req); ok {
+		return c.checked(latest, req, r), nil
+	}
+	if r, ok := c.handleSecurity(latest, req); ok {
 		return c.checked(latest, req, r), nil
 	}
 	var r Result
@@ -295,6 +298,9 @@ func ErrorResponse(req any, code *kerr.Error, msg string) kmsg.Response {
 		return topicAnswer(req.Name, metadata.TopicID{}, code, msg)
 	case kmsg.Request:
 		if resp := adminErrorResponse(req, code, msg); resp != nil {
+			return resp
+		}
+		if resp := securityErrorResponse(req, code, msg); resp != nil {
 			return resp
 		}
 		return controlErrorResponse(req, code, msg)

@@ -120,7 +120,8 @@ func NewDriver(opts Options) *Driver {
 
 // Handle answers a controller request: BrokerRegistration, BrokerHeartbeat,
 // UnregisterBroker, AllocateProducerIds, CreateTopics, DeleteTopics, CreatePartitions,
-// AlterConfigs, IncrementalAlterConfigs, UpdateFeatures (the shape of a server handler
+// AlterConfigs, IncrementalAlterConfigs, UpdateFeatures, CreateAcls, DeleteAcls,
+// AlterUserScramCredentials (the shape of a server handler
 // and of peer.Local's). Any other request is an error; so is ctx ending first. A node that
 // is not the controller answers NOT_CONTROLLER in the request's response (in every topic
 // or resource of an admin request), which clients retry. The client id CreateTopics names
@@ -129,7 +130,8 @@ func (d *Driver) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, e
 	switch req.(type) {
 	case *kmsg.BrokerRegistrationRequest, *kmsg.BrokerHeartbeatRequest, *kmsg.UnregisterBrokerRequest, *kmsg.AllocateProducerIDsRequest,
 		*kmsg.CreateTopicsRequest, *kmsg.DeleteTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.AlterConfigsRequest,
-		*kmsg.IncrementalAlterConfigsRequest, *kmsg.UpdateFeaturesRequest:
+		*kmsg.IncrementalAlterConfigsRequest, *kmsg.UpdateFeaturesRequest,
+		*kmsg.CreateACLsRequest, *kmsg.DeleteACLsRequest, *kmsg.AlterUserSCRAMCredentialsRequest:
 	default:
 		return nil, fmt.Errorf("controller: %T is not a controller request", req)
 	}
