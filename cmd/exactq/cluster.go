@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,7 +17,7 @@ import (
 )
 
 const clusterUsage = `Usage:
-  exactq cluster status --bootstrap-controller HOST:PORT
+  exactq cluster status (--bootstrap-controller HOST:PORT | -b HOST:PORT)
   exactq cluster add-voter --bootstrap-controller HOST:PORT --node-id N --directory-id ID --controller-endpoint HOST:PORT
   exactq cluster remove-voter --bootstrap-controller HOST:PORT --node-id N --directory-id ID
 
@@ -102,18 +104,31 @@ func toLeader(ctx context.Context, bootstrap string, req kmsg.Request) (kmsg.Res
 }
 
 func clusterStatus(ctx context.Context, args []string, stdout io.Writer) error {
-	f := newControllerFlags("cluster status", `Usage: exactq cluster status --bootstrap-controller HOST:PORT
+	f := newControllerFlags("cluster status", `Usage: exactq cluster status (--bootstrap-controller HOST:PORT | -b HOST:PORT)
 
 Describes the metadata quorum as kafka-metadata-quorum describe --status and --replication
 do: the leader, its epoch (the raft term) and high watermark (the commit index), then each
 voter and observer (a node added and not yet promoted) with its directory id, log end
 offset, lag behind the leader's log end, how long ago the leader last heard from it and
-last saw it caught up, and its controller listener.
+last saw it caught up, and its controller listener. With -b (a broker's client listener,
+which forwards DescribeQuorum to the controller), also the brokers clients are given (the
+unfenced ones, the controller marked) and every partition without a leader, with the
+replicas it waits for.
 
       --bootstrap-controller HOST:PORT   a voter's controller listener
+  -b, --brokers HOST:PORT[,...]          a broker's client listener
 `, stdout)
-	if err := f.parse(args); err != nil {
+	f.StringVarP(&f.brokers, "brokers", "b", "", "")
+	if _, err := f.cmdFlags.parse(args, 0, 0); err != nil {
 		return err
+	}
+	if f.bootstrap == "" && f.brokers == "" {
+		return usagef("--bootstrap-controller HOST:PORT or -b HOST:PORT is required")
+	}
+	if f.bootstrap != "" {
+		if _, _, err := net.SplitHostPort(f.bootstrap); err != nil {
+			return usagef("--bootstrap-controller %q: %v", f.bootstrap, err)
+		}
 	}
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	req.Version = 2
@@ -121,11 +136,34 @@ last saw it caught up, and its controller listener.
 	rt.Topic = "__cluster_metadata"
 	rt.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}
 	req.Topics = []kmsg.DescribeQuorumRequestTopic{rt}
-	raw, err := toLeader(ctx, f.bootstrap, req)
+	var raw kmsg.Response
+	var cl *kgo.Client
+	var err error
+	if f.brokers != "" {
+		if cl, err = kgo.NewClient(kgo.SeedBrokers(f.brokerList()...), kgo.ClientID(cliClientID)); err != nil {
+			return err
+		}
+		defer cl.Close()
+	}
+	if f.bootstrap != "" {
+		raw, err = toLeader(ctx, f.bootstrap, req)
+	} else {
+		raw, err = cl.Request(ctx, req)
+	}
 	if err != nil {
 		return err
 	}
-	resp := raw.(*kmsg.DescribeQuorumResponse)
+	if err := printQuorum(stdout, raw.(*kmsg.DescribeQuorumResponse)); err != nil {
+		return err
+	}
+	if cl == nil {
+		return nil
+	}
+	return printBrokersAndLeaderless(ctx, stdout, cl)
+}
+
+// printQuorum prints a DescribeQuorum answer: the leader, then a row per member.
+func printQuorum(stdout io.Writer, resp *kmsg.DescribeQuorumResponse) error {
 	if err := codeErr(resp.ErrorCode, resp.ErrorMessage); err != nil {
 		return err
 	}
@@ -173,6 +211,77 @@ last saw it caught up, and its controller listener.
 		row(r, "observer")
 	}
 	return tw.Flush()
+}
+
+// printBrokersAndLeaderless prints the brokers Metadata gives (the controller marked) and
+// every partition without a leader, from the broker cl is bootstrapped at.
+func printBrokersAndLeaderless(ctx context.Context, stdout io.Writer, cl *kgo.Client) error {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = nil // every topic
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "\nBrokers:")
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "NODE\tENDPOINT\tRACK\tCONTROLLER")
+	for _, b := range resp.Brokers {
+		rack, ctl := "-", ""
+		if b.Rack != nil {
+			rack = *b.Rack
+		}
+		if b.NodeID == resp.ControllerID {
+			ctl = "yes"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", b.NodeID, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))), rack, ctl)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var rows []string
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.Leader >= 0 {
+				continue
+			}
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s\n", name, p.Partition, ids(p.Replicas), ids(p.OfflineReplicas), errorName(p.ErrorCode)))
+		}
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(stdout, "\nPartitions without a leader: none")
+		return nil
+	}
+	fmt.Fprintln(stdout, "\nPartitions without a leader:")
+	tw = newTable(stdout)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tREPLICAS\tOFFLINE\tERROR")
+	slices.Sort(rows)
+	for _, r := range rows {
+		fmt.Fprint(tw, r)
+	}
+	return tw.Flush()
+}
+
+// errorName is a Kafka error code's name (LEADER_NOT_AVAILABLE), "-" for none.
+func errorName(code int16) string {
+	if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return ke.Message
+	}
+	return "-"
+}
+
+func ids(ns []int32) string {
+	if len(ns) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = strconv.Itoa(int(n))
+	}
+	return strings.Join(out, ",")
 }
 
 // ago is how long before the leader's now (its own fetch time, which it reports as its

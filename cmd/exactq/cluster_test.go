@@ -12,6 +12,7 @@ import (
 
 	"github.com/exactq/exactq/internal/await"
 	"github.com/exactq/exactq/internal/cluster/node/nodetest"
+	"github.com/exactq/exactq/internal/testbroker"
 )
 
 func dirText(id int32) string {
@@ -94,12 +95,34 @@ func TestClusterCommands(t *testing.T) {
 		{"add-voter", "--node-id", "5", "--directory-id", "short", "--controller-endpoint", "h:1", "--bootstrap-controller", follower},
 		{"add-voter", "--node-id", "5", "--directory-id", dirText(5), "--bootstrap-controller", follower},
 		{"remove-voter", "--directory-id", dirText(5), "--bootstrap-controller", follower},
-		{"status", "-b", follower},
 	} {
 		_, _, err := run(t, t.Context(), runCluster, "", args...)
 		var ue *usageError
 		if !errors.As(err, &ue) {
 			t.Fatalf("cluster %q: %v, want a usage error", args, err)
 		}
+	}
+}
+
+// cluster status -b asks a broker's client listener: the quorum (DescribeQuorum, which the
+// broker forwards to the controller; a lone voter answers itself), the brokers with the
+// controller marked, and the partitions without a leader (none on a serving node); without
+// either address it is a usage error.
+func TestClusterStatusThroughABroker(t *testing.T) {
+	tb := testbroker.Start(t)
+	mustRun(t, runTopic, "", "create", "st", "-p", "2", "-b", tb.Addr)
+	out := mustRun(t, runCluster, "", "status", "-b", tb.Addr)
+	for _, want := range []string{"Leader:         1\n", "\nBrokers:\n", "1     " + tb.Addr, "yes", "Partitions without a leader: none"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("cluster status -b: no %q in\n%s", want, out)
+		}
+	}
+	rows := statusRows(t, out)
+	if r, ok := rows["1"]; !ok || r[1] != "leader" {
+		t.Fatalf("quorum rows %v", rows)
+	}
+	var ue *usageError
+	if _, _, err := run(t, t.Context(), runCluster, "", "status"); !errors.As(err, &ue) {
+		t.Fatalf("status without an address: %v, want a usage error", err)
 	}
 }
