@@ -229,6 +229,11 @@ func serve(opts serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("advertised port: %w", err)
 	}
+	if ip := net.ParseIP(host); len(cluster.Voters) > 1 && (host == "" || (ip != nil && ip.IsUnspecified())) {
+		// The other brokers' clients are sent here: Kafka refuses the same
+		// ("advertised.listeners cannot use the nonroutable meta-address").
+		return errors.Join(fmt.Errorf("advertised address %s: a cluster node must advertise a host its clients can reach (--advertised or advertised.listeners)", advertised), ln.Close())
+	}
 	if err := os.MkdirAll(opts.dataDir, 0o755); err != nil {
 		return err
 	}

@@ -160,3 +160,19 @@ func TestServeRefusesSessionWithinHeartbeat(t *testing.T) {
 		t.Fatalf("the refused serve created its data directory: %v", err)
 	}
 }
+
+// A cluster node listening on every address must say which one its clients reach: the
+// unspecified address would be given to other brokers' clients. Refused before its data
+// directory is made.
+func TestServeRefusesUnroutableAdvertisedInACluster(t *testing.T) {
+	opts := defaultServeOptions()
+	opts.nodeID, opts.listen = 1, "0.0.0.0:0"
+	opts.voters, opts.controllerListen = "1@127.0.0.1:19093,2@127.0.0.1:19094,3@127.0.0.1:19095", "127.0.0.1:19093"
+	opts.dataDir = filepath.Join(t.TempDir(), "data")
+	if err := serve(opts); err == nil || !strings.Contains(err.Error(), "must advertise a host") {
+		t.Fatalf("serve: %v, want the refusal", err)
+	}
+	if _, err := os.Stat(opts.dataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused serve created its data directory: %v", err)
+	}
+}
