@@ -13,7 +13,7 @@ import (
 
 	"github.com/exactq/exactq/internal/cluster/admin"
 	"github.com/exactq/exactq/internal/cluster/metadata"
-	"github.com/exactq/exactq/internal/security/sasl"
+	"github.com/exactq/exactq/internal/security/sasl/sasltest"
 )
 
 func upsertion(user string, mech int8, iterations int32, password string) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
@@ -54,23 +54,9 @@ func alterResults(resp *kmsg.AlterUserSCRAMCredentialsResponse) map[string]int16
 	return out
 }
 
-// plainLogin reports whether PLAIN with user and password authenticates against the
-// image's credentials (PLAIN verifies with the SCRAM keys).
 func plainLogin(t *testing.T, im *metadata.Image, user, password string) bool {
 	t.Helper()
-	a, err := sasl.New(sasl.Config{Mechanisms: []string{sasl.Plain}, Credentials: func(u, mech string) (sasl.ScramCredential, bool) {
-		c, ok := im.Scram[metadata.ScramKey{User: u, Mechanism: sasl.ScramMechanismType(mech)}]
-		return sasl.ScramCredential(c), ok
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := a.Start(sasl.Plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := x.Step([]byte("\x00" + user + "\x00" + password))
-	return err == nil && out.Done
+	return sasltest.PlainLogin(t, sasltest.ImageCredentials(im), user, password)
 }
 
 func TestAlterUserScramCredentials(t *testing.T) {
