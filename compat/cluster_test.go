@@ -162,11 +162,12 @@ func TestThreeProcessCluster(t *testing.T) {
 		}
 	}
 
-	// Consumer groups: a kgo member and a Java one (kafka-console-consumer, the classic
-	// protocol) each read the whole topic through the group's coordinator, which is the
+	// Consumer groups: a kgo member and Java ones (kafka-console-consumer, the classic
+	// protocol and KIP-848's) each read the whole topic through the group's coordinator, which is the
 	// leader of its __consumer_offsets partition, wherever that is.
 	groupOffsets := groupConsume(t, ctx, c.Client[1], "kgo-group", total)
 	consoleConsume(t, c.Client[2], "java-group", total)
+	consoleConsume(t, c.Client[0], "java-group-kip848", total, "--consumer-property", "group.protocol=consumer")
 
 	// kill -9 one node: its partitions go leaderless once its session expires, the others
 	// keep a controller and keep serving theirs.
@@ -395,11 +396,11 @@ func groupConsume(t *testing.T, ctx context.Context, seed, group string, n int) 
 }
 
 // consoleConsume reads n records of the topic with Kafka 4.4's kafka-console-consumer as a
-// member of group (its KafkaConsumer, the classic protocol, committing).
-func consoleConsume(t *testing.T, bootstrap, group string, n int) {
+// member of group (its KafkaConsumer, committing; the classic protocol unless extra says).
+func consoleConsume(t *testing.T, bootstrap, group string, n int, extra ...string) {
 	t.Helper()
-	out := kafkaTool(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server", bootstrap, "--topic", clusterTopic,
-		"--group", group, "--from-beginning", "--max-messages", fmt.Sprint(n), "--timeout-ms", "60000")
+	out := kafkaTool(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", append([]string{"--bootstrap-server", bootstrap, "--topic", clusterTopic,
+		"--group", group, "--from-beginning", "--max-messages", fmt.Sprint(n), "--timeout-ms", "60000"}, extra...)...)
 	if !strings.Contains(out, fmt.Sprintf("Processed a total of %d messages", n)) {
 		t.Fatalf("kafka-console-consumer --group %s did not read %d messages:\n%s", group, n, tail(out))
 	}

@@ -199,6 +199,15 @@ func TestThreeVotersOneCluster(t *testing.T) {
 	}
 
 	c.routes(t, "spread", 6)
+	// Metadata's auto-creation on a broker that is not the controller goes to the
+	// controller (a tagged CreateTopics) and answers once the topic is here.
+	mr := kmsg.NewPtrMetadataRequest()
+	mr.Version, mr.AllowAutoTopicCreation = 12, true
+	mr.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("made-by-metadata")}}
+	md := ob.handleMetadata(context.Background(), &server.Request{Version: 12}, mr).Resp.(*kmsg.MetadataResponse)
+	if mt := md.Topics[0]; mt.ErrorCode != 0 || len(mt.Partitions) == 0 || ob.topics.get("made-by-metadata") == nil {
+		t.Fatalf("auto-creation through broker %d: %+v", other, mt)
+	}
 	c.groupAcross(t, "spread", 18)
 
 	pid, err := ob.pids.allocate()
