@@ -143,3 +143,31 @@ func everyImage(t *testing.T, q *nodetest.Quorum, check func(*metadata.Image) er
 		t.Fatal(err)
 	}
 }
+
+// TestCoreSecurityRefusals: a CreateAcls Kafka would not parse is answered at once,
+// INVALID_REQUEST in every creation, with nothing proposed; a valid one is one batch.
+func TestCoreSecurityRefusals(t *testing.T) {
+	c := New(Config{})
+	bad := kmsg.NewPtrCreateACLsRequest()
+	bad.Version = 3
+	bad.Creations = []kmsg.CreateACLsRequestCreation{aclCreation("a", "User:x", acl.OpRead), aclCreation("b", "User:x", 0)}
+	r, err := c.Handle(metadata.Empty(), time.Now(), bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := r.Reply(0).(*kmsg.CreateACLsResponse)
+	if !r.Immediate || len(r.Records) != 0 || len(resp.Results) != 2 ||
+		resp.Results[0].ErrorCode != kerr.InvalidRequest.Code || resp.Results[1].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("malformed CreateAcls: %+v, %+v", r, resp.Results)
+	}
+	good := kmsg.NewPtrCreateACLsRequest()
+	good.Version = 3
+	good.Creations = []kmsg.CreateACLsRequestCreation{aclCreation("a", "User:x", acl.OpRead), aclCreation("b", "User:x", acl.OpWrite)}
+	r, err = c.Handle(metadata.Empty(), time.Now(), good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Batches()) != 1 || len(r.Records) != 2 || len(r.Next.ACLs) != 2 {
+		t.Fatalf("CreateAcls: %d batches, %d records, next %v", len(r.Batches()), len(r.Records), r.Next)
+	}
+}
