@@ -10,6 +10,9 @@
 //     so it includes the time spent in the client's buffer (like kafka-producer-perf-test).
 //   - P2 consume: read P1's records back from the start of every partition with one plain
 //     (group-less) consumer.
+//   - P1/P2 with the raw generator (RawProduce, RawConsume; Suite.Generators): batches
+//     encoded once and sent as they are over a few pipelined connections, and Fetch answers
+//     counted from batch headers, so the broker rather than the client bounds the figure.
 //   - P3 share consume: pre-produce N records into a 1-partition topic, then drain it with C
 //     kgo share consumers that Ack(AckAccept) every record, checking every record is
 //     accepted exactly once (Share, Suite.Share; the `share` command).

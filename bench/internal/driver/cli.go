@@ -42,7 +42,11 @@ Targets: -brokers for a running cluster (exactq, Apache Kafka, ...), and/or -exa
 binary) or -build (build ./cmd/exactq of the enclosing module) to start exactq on a fresh
 temporary data directory for each measurement, once per -fsync policy.
 
-Workloads (suite; BENCHMARKS.md): P1 produce and P2 consume (kgo, -partitions, -records);
+Workloads (suite; BENCHMARKS.md): P1 produce and P2 consume (-partitions, -records), once
+per -generator: kgo (one franz-go client) and raw (pre-encoded record batches, acks=all, not
+idempotent, -raw-conns connections with -raw-inflight requests each; sessionless Fetch
+counted from batch headers, offsets checked contiguous, a CRC sample checked: the broker,
+not the client, bounds it); both run in a suite by default;
 P3 share consume (kgo, 1 partition, -consumers, -share-records); P4 consume-transform-
 produce with transactions on a consumer group and P5 the same on a share group with
 transactional share acks (exactq only) and its non-transactional baseline (exactq's Go
@@ -121,6 +125,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	restartLocks := fs.Int("restart-locks", 4000, "suite: P7 share.partition.max.record.locks: in-flight records per partition (partitions = inflight / locks)")
 	pprofDir := fs.String("pprof", "", "suite: with -exactq a bench/cmd/exactq-pprof binary, write a CPU profile of the broker during each workload's first run into this directory")
 	pprofSecs := fs.Int("pprof-seconds", 5, "suite: length of each -pprof profile")
+	generators := fs.String("generator", "", "P1/P2 load generators, comma-separated: kgo (one franz-go client) and raw (pre-encoded batches, header-only fetch counting; the broker bounds it) (default: suite kgo,raw; otherwise kgo)")
+	rawConns := fs.Int("raw-conns", 2, "raw generator: connections to the broker")
+	rawInFlight := fs.Int("raw-inflight", 4, "raw generator: produce requests in flight per connection")
+	rawBatch := fs.Int("raw-batch-bytes", 1000000, "raw generator: bytes per record batch at most")
+	loadWarn := fs.Float64("load-warn", float64(runtime.NumCPU())/2, "warn, and flag the run in the report, when a measured window starts with the 1-minute load average above this (0: never)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -208,11 +217,23 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if *brokers == "" || *topic == "" {
 			return fail(errors.New("consume needs -brokers and -topic"))
 		}
-		cr, err := Consume(ctx, ConsumeConfig{Brokers: splitList(*brokers), Topic: *topic})
+		ccfg := ConsumeConfig{Brokers: splitList(*brokers), Topic: *topic}
+		var cr ConsumeResult
+		var err error
+		wl := "consume"
+		switch *generators {
+		case "", GenKgo:
+			cr, err = Consume(ctx, ccfg)
+		case GenRaw:
+			wl = "consume-raw" // counts records from batch headers; bytes are records × -size
+			cr, err = RawConsume(ctx, ccfg, RawConfig{Conns: *rawConns}, *size)
+		default:
+			return fail(fmt.Errorf("consume takes one generator, kgo or raw, not %q", *generators))
+		}
 		if err != nil {
 			return fail(err)
 		}
-		row := Row{Target: *name, Workload: "consume", Records: cr.Records, Elapsed: cr.Elapsed, MBps: cr.MBps(), RecordsPS: cr.RecordsPerSec(), Run: 1}
+		row := Row{Target: *name, Workload: wl, Records: cr.Records, Elapsed: cr.Elapsed, MBps: cr.MBps(), RecordsPS: cr.RecordsPerSec(), Run: 1}
 		if cr.Records > 0 {
 			row.RecordBytes = int(cr.Bytes / int64(cr.Records))
 		}
@@ -224,7 +245,23 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	s := Suite{Records: *records, RecordBytes: *size, Runs: *runs, Consume: cmd == "run",
 		Rate: *rate, Linger: *linger, BatchBytes: int32(*batchBytes), Log: log,
-		Share: cmd == "share", ShareMaxRecords: int32(*shareMax), ShareFetchBytes: int32(*shareBytes), ShareFetchWait: *shareWait}
+		Share: cmd == "share", ShareMaxRecords: int32(*shareMax), ShareFetchBytes: int32(*shareBytes), ShareFetchWait: *shareWait,
+		Raw: RawConfig{Conns: *rawConns, InFlight: *rawInFlight, BatchBytes: *rawBatch}, LoadWarn: *loadWarn}
+	if *generators == "" {
+		*generators = GenKgo
+		if cmd == "suite" {
+			*generators = GenKgo + "," + GenRaw
+		}
+	}
+	for _, g := range splitList(*generators) {
+		if g != GenKgo && g != GenRaw {
+			return fail(fmt.Errorf("unknown generator %q (kgo, raw)", g))
+		}
+		s.Generators = append(s.Generators, g)
+	}
+	if *rate > 0 && slices.Contains(s.Generators, GenRaw) {
+		return fail(errors.New("-rate paces the kgo generator only: add -generator kgo"))
+	}
 	if cmd == "suite" {
 		for _, w := range splitList(*workloads) {
 			w = strings.ToUpper(w)
@@ -411,8 +448,10 @@ func writeOut(dir string, rows []Row, info ReportInfo) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	_, err = WriteCharts(dir, Summarize(rows, KafkaTarget))
-	return err
+	if _, err := WriteCharts(dir, Summarize(rows, KafkaTarget)); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, "results.json"), rows, info)
 }
 
 // parseBytes reads a size such as 10GB, 512MB, 64KiB or 1000000 (bytes).

@@ -21,33 +21,6 @@ const unknownFigure = -1
 // Linux architecture Go supports).
 const clockTicks = 100
 
-// procCPU is the user+system CPU time of a running process, from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesized command name; utime and stime are fields 14 and 15.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want at least 13", pid, len(f))
-	}
-	ut, err := strconv.ParseInt(f[11], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime: %w", pid, err)
-	}
-	st, err := strconv.ParseInt(f[12], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: stime: %w", pid, err)
-	}
-	return time.Duration(ut+st) * time.Second / clockTicks, nil
-}
-
 // procStatusBytes reads a "key: N kB" line of /proc/<pid>/status, in bytes.
 func procStatusBytes(pid int, key string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -72,7 +45,7 @@ func cpuFigure(logf func(string, ...any), p *brokerproc.Process) time.Duration {
 	if p == nil {
 		return 0
 	}
-	d, err := procCPU(p.Pid)
+	d, err := procTreeCPU(p.Pid)
 	if err != nil {
 		logf("  broker CPU time unknown: %v", err)
 		return unknownFigure

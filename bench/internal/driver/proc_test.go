@@ -17,15 +17,15 @@ func TestProcReaders(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	pid := os.Getpid()
-	if _, err := procCPU(pid); err != nil {
+	if _, err := procTreeCPU(pid); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := procStatusBytes(pid, "VmHWM:"); err != nil || n <= 0 {
 		t.Fatalf("VmHWM of this process: %d, %v", n, err)
 	}
 	const gone = 1 << 30 // above the kernel's pid_max
-	if _, err := procCPU(gone); err == nil {
-		t.Error("procCPU of a missing process succeeded")
+	if _, err := procTreeCPU(gone); err == nil {
+		t.Error("procTreeCPU of a missing process succeeded")
 	}
 	if _, err := procStatusBytes(gone, "VmRSS:"); err == nil {
 		t.Error("procStatusBytes of a missing process succeeded")
@@ -75,7 +75,7 @@ func TestUnknownFigures(t *testing.T) {
 	if err := WriteReport(&b, rows, ReportInfo{Command: "x", LoopbackMBps: 4000}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| P3 share, 4 consumers | exactq fsync never | 3 | 6000 | 6.0 | - | - | unknown | unknown |",
+	for _, want := range []string{"| P3 share, 4 consumers | exactq fsync never | 3 | 6000 | 6.0 | - | - | unknown | - | - | unknown |",
 		"| P7 < 32 B of memory per in-flight share record | exactq fsync never | unknown B (RSS delta over 1000 records); Kafka 100.0 B | unknown |",
 		"| 500 ms | 0 µs | unknown | 0 MiB | unknown | unknown | unknown |"} {
 		if !strings.Contains(b.String(), want) {

@@ -132,3 +132,36 @@ func TestParseBytes(t *testing.T) {
 		t.Error("parseBytes(lots) succeeded")
 	}
 }
+
+// TestCPUPerUnit: broker CPU is normalised per GB of record values for P1/P2 and per
+// million acknowledgements for P3, and the summary compares it with Kafka's.
+func TestCPUPerUnit(t *testing.T) {
+	var rows []Row
+	for run := 1; run <= 3; run++ {
+		rows = append(rows,
+			Row{ID: P1, Workload: "produce-raw", Target: "exactq", Fsync: "never", Partitions: 1, Run: run, Records: 1000000, RecordBytes: 1000, Elapsed: time.Second, RecordsPS: 2e6, BrokerCPU: time.Second, ClientCPU: 3 * time.Second},
+			Row{ID: P1, Workload: "produce-raw", Target: KafkaTarget, Partitions: 1, Run: run, Records: 1000000, RecordBytes: 1000, Elapsed: time.Second, RecordsPS: 1e6, BrokerCPU: 4 * time.Second},
+			Row{ID: P3, Workload: "share", Target: "exactq", Fsync: "never", Consumers: 4, Run: run, Records: 500000, RecordBytes: 1000, Elapsed: time.Second, RecordsPS: 1e6, BrokerCPU: time.Second})
+	}
+	if got := cpuPerUnit(rows[0]); got != "1.00 s per GB" {
+		t.Errorf("P1: %q, want 1.00 s per GB", got)
+	}
+	if got := cpuPerUnit(rows[2]); got != "2.00 s per M acks" {
+		t.Errorf("P3: %q, want 2.00 s per M acks", got)
+	}
+	var b bytes.Buffer
+	if err := WriteSummary(&b, Summarize(rows, KafkaTarget)); err != nil {
+		t.Fatal(err)
+	}
+	want := "| P1 produce-raw, 1 partition | exactq fsync never | 3 | 2000000 | 0.0 | 0 µs | 0 µs | 1.00 s | 1.00 s per GB | 3.00 s | - | 2.00× (2.00–2.00) | 0.25× |"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+	checks := map[string]bool{}
+	for _, c := range CheckTargets(Summarize(rows, KafkaTarget), 0) {
+		checks[c.Target] = c.Met
+	}
+	if met, ok := checks["P1 produce-raw, 1 partition ≥ 2× Kafka (fsync never)"]; !ok || !met {
+		t.Errorf("raw generator target: %v", checks)
+	}
+}

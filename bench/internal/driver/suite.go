@@ -109,7 +109,15 @@ type Suite struct {
 	// (default 5) taken during the measured part of every workload's first run.
 	PprofDir     string
 	PprofSeconds int
-	Log          io.Writer // progress lines; nil for none (a *Progress draws a bar on a terminal)
+	// Generators drive P1/P2 (GenKgo, GenRaw; default kgo alone): each is measured like a
+	// workload of its own ("produce" and "consume" for kgo, "produce-raw" and "consume-raw"
+	// for raw), on every target. Raw tunes the raw generator.
+	Generators []string
+	Raw        RawConfig
+	// LoadWarn: a measurement that starts with the 1-minute load average above this logs
+	// a warning and is flagged in the report (0: no warning).
+	LoadWarn float64
+	Log      io.Writer // progress lines; nil for none (a *Progress draws a bar on a terminal)
 }
 
 // Row is one measurement.
@@ -130,11 +138,17 @@ type Row struct {
 	// covering the input; e2e-latency: Produce to a share consumer's PollFetches.
 	P50, P99 time.Duration
 	P999     time.Duration
-	// BrokerCPU is the broker's user+system CPU time during the workload and BrokerRSS its
-	// peak resident set so far (started exactq targets on Linux only; 0 otherwise;
-	// unknownFigure when /proc could not be read).
+	// BrokerCPU is the broker's user+system CPU time during the workload (its process and
+	// descendants) and BrokerRSS its peak resident set so far (brokers with a known pid on
+	// Linux; 0 otherwise; unknownFigure when /proc could not be read). ClientCPU is the bench
+	// process's own CPU time over the same window: with both, a reader sees which side
+	// bounded the run.
 	BrokerCPU time.Duration
 	BrokerRSS int64
+	ClientCPU time.Duration
+	// Diag is the machine's state around the window and the broker's run-queue wait (nil
+	// for P7, which measures restarts).
+	Diag *RunDiag
 	// Share only: time from creating the consumers to the first record (not in Elapsed),
 	// deliveries of already-delivered offsets, and deliveries the broker counted as
 	// redeliveries (DeliveryCount > 1).
@@ -157,7 +171,7 @@ func (r Row) WorkloadID() string {
 	switch {
 	case strings.HasPrefix(r.Workload, "produce"):
 		return P1
-	case r.Workload == "consume":
+	case strings.HasPrefix(r.Workload, "consume"):
 		return P2
 	case r.Workload == "share":
 		return P3
@@ -194,6 +208,21 @@ func (s *Suite) workloads() []string {
 	return []string{P1}
 }
 
+func (s *Suite) generators() []string {
+	if len(s.Generators) > 0 {
+		return s.Generators
+	}
+	return []string{GenKgo}
+}
+
+// pid is a started or attached broker's process id (0: none).
+func pid(p *brokerproc.Process) int {
+	if p == nil {
+		return 0
+	}
+	return p.Pid
+}
+
 func (s *Suite) has(id string) bool { return slices.Contains(s.workloads(), id) }
 
 // Run executes the suite. On error it returns the rows measured so far.
@@ -203,11 +232,13 @@ func (s *Suite) Run(ctx context.Context) ([]Row, error) {
 	if s.has(P1) || s.has(P2) {
 		for run := 1; run <= runs; run++ {
 			for _, p := range s.Partitions {
-				for _, tg := range s.Targets {
-					rs, err := s.measure(ctx, tg, p, run)
-					rows = append(rows, rs...)
-					if err != nil {
-						return rows, fmt.Errorf("%s, %d partitions, run %d: %w", tg.label(), p, run, err)
+				for _, gen := range s.generators() {
+					for _, tg := range s.Targets {
+						rs, err := s.measure(ctx, tg, gen, p, run)
+						rows = append(rows, rs...)
+						if err != nil {
+							return rows, fmt.Errorf("%s, %s generator, %d partitions, run %d: %w", tg.label(), gen, p, run, err)
+						}
 					}
 				}
 			}
@@ -418,7 +449,8 @@ func (s *Suite) capture(tg Target, what, name string) func() {
 	}
 }
 
-func (s *Suite) measure(ctx context.Context, tg Target, partitions int32, run int) ([]Row, error) {
+// measure is one P1 (and P2) measurement with generator gen on a fresh topic.
+func (s *Suite) measure(ctx context.Context, tg Target, gen string, partitions int32, run int) ([]Row, error) {
 	brokers, proc, stop, err := startTarget(tg)
 	if err != nil {
 		return nil, err
@@ -426,34 +458,59 @@ func (s *Suite) measure(ctx context.Context, tg Target, partitions int32, run in
 	defer stop()
 	topic := fmt.Sprintf("bench-%dp-%d", partitions, time.Now().UnixNano())
 	base := Row{Target: tg.Name, Fsync: tg.Fsync, Partitions: partitions, Run: run, Records: s.Records, RecordBytes: s.RecordBytes}
+	suffix := ""
+	if gen == GenRaw {
+		suffix = "-raw"
+	}
 
-	s.logf("%s partitions=%d run %d: producing %d × %d B", tg.label(), partitions, run, s.Records, s.RecordBytes)
-	cpu0 := cpuFigure(s.logf, proc)
-	prof := s.profile(tg, run, fmt.Sprintf("P1-produce-%dp-%s", partitions, tg.label()))
-	pr, err := Produce(ctx, ProduceConfig{
+	s.logf("%s partitions=%d run %d: producing %d × %d B (%s generator)", tg.label(), partitions, run, s.Records, s.RecordBytes, gen)
+	pcfg := ProduceConfig{
 		Brokers: brokers, Topic: topic, Partitions: partitions, Records: s.Records, RecordBytes: s.RecordBytes,
 		Linger: s.Linger, BatchMaxBytes: s.BatchBytes, Rate: s.Rate,
-		Progress: s.step(P1, fmt.Sprintf("produce %dp", partitions), tg, run, s.Records),
-	})
+		Progress: s.step(P1, fmt.Sprintf("produce%s %dp", suffix, partitions), tg, run, s.Records),
+	}
+	// Create the topic before the window, so that the broker's CPU figure is the produce's
+	// (creating 8 partitions costs Kafka's controller more than exactq's); the generators
+	// find it there.
+	if err := ensureTopic(ctx, brokers, topic, partitions); err != nil {
+		return nil, err
+	}
+	win := s.openWindow(pid(proc), fmt.Sprintf("P1 produce%s %dp on %s, run %d", suffix, partitions, tg.label(), run))
+	prof := s.profile(tg, run, fmt.Sprintf("P1-produce%s-%dp-%s", suffix, partitions, tg.label()))
+	var pr ProduceResult
+	if gen == GenRaw {
+		pr, err = RawProduce(ctx, pcfg, s.Raw)
+	} else {
+		pr, err = Produce(ctx, pcfg)
+	}
+	figs := win.close(s)
 	prof()
 	if err != nil {
 		return nil, err
 	}
 	row := base
-	row.ID, row.Workload, row.Elapsed, row.MBps, row.RecordsPS = P1, "produce", pr.Elapsed, pr.MBps(), pr.RecordsPerSec()
+	row.ID, row.Workload, row.Elapsed, row.MBps, row.RecordsPS = P1, "produce"+suffix, pr.Elapsed, pr.MBps(), pr.RecordsPerSec()
 	if s.Rate > 0 {
 		row.Workload = fmt.Sprintf("produce@%d/s", s.Rate)
 	}
 	row.P50, row.P99, row.P999 = pr.P50, pr.P99, pr.P999
-	row.BrokerCPU, row.BrokerRSS = cpuBetween(cpu0, cpuFigure(s.logf, proc)), peakRSSFigure(s.logf, proc)
+	figs.apply(&row)
+	row.BrokerRSS = peakRSSFigure(s.logf, proc)
 	rows := []Row{row}
-	s.logf("  %.1f MB/s, %.0f records/s, p50 %v p99 %v p999 %v", row.MBps, row.RecordsPS, row.P50, row.P99, row.P999)
+	s.logf("  %.1f MB/s, %.0f records/s, p50 %v p99 %v p999 %v; %s", row.MBps, row.RecordsPS, row.P50, row.P99, row.P999, cpuLine(row))
 
 	if s.Consume || s.has(P2) {
-		cpu0 := cpuFigure(s.logf, proc)
-		prof := s.profile(tg, run, fmt.Sprintf("P2-consume-%dp-%s", partitions, tg.label()))
-		cr, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: topic,
-			Progress: s.step(P2, fmt.Sprintf("consume %dp", partitions), tg, run, s.Records)})
+		win := s.openWindow(pid(proc), fmt.Sprintf("P2 consume%s %dp on %s, run %d", suffix, partitions, tg.label(), run))
+		prof := s.profile(tg, run, fmt.Sprintf("P2-consume%s-%dp-%s", suffix, partitions, tg.label()))
+		ccfg := ConsumeConfig{Brokers: brokers, Topic: topic,
+			Progress: s.step(P2, fmt.Sprintf("consume%s %dp", suffix, partitions), tg, run, s.Records)}
+		var cr ConsumeResult
+		if gen == GenRaw {
+			cr, err = RawConsume(ctx, ccfg, s.Raw, s.RecordBytes)
+		} else {
+			cr, err = Consume(ctx, ccfg)
+		}
+		figs := win.close(s)
 		prof()
 		if err != nil {
 			return rows, err
@@ -462,10 +519,11 @@ func (s *Suite) measure(ctx context.Context, tg Target, partitions int32, run in
 			return rows, fmt.Errorf("consumed %d records, produced %d", cr.Records, pr.Records)
 		}
 		row := base
-		row.ID, row.Workload, row.Elapsed, row.MBps, row.RecordsPS = P2, "consume", cr.Elapsed, cr.MBps(), cr.RecordsPerSec()
-		row.BrokerCPU, row.BrokerRSS = cpuBetween(cpu0, cpuFigure(s.logf, proc)), peakRSSFigure(s.logf, proc)
+		row.ID, row.Workload, row.Elapsed, row.MBps, row.RecordsPS = P2, "consume"+suffix, cr.Elapsed, cr.MBps(), cr.RecordsPerSec()
+		figs.apply(&row)
+		row.BrokerRSS = peakRSSFigure(s.logf, proc)
 		rows = append(rows, row)
-		s.logf("  consume %.1f MB/s, %.0f records/s", row.MBps, row.RecordsPS)
+		s.logf("  consume %.1f MB/s, %.0f records/s; %s", row.MBps, row.RecordsPS, cpuLine(row))
 	}
 	return rows, terminate(proc)
 }
@@ -503,15 +561,18 @@ func (s *Suite) measureShare(ctx context.Context, tg Target, partitions int32, c
 		return Row{}, err
 	}
 	s.logf("  produced at %.1f MB/s; share-consuming with %d consumers", pr.MBps(), consumers)
-	var cpu0, cpu1 time.Duration
+	var win *window
+	var figs windowFigures
 	prof := s.profile(tg, run, fmt.Sprintf("P3-share-%dc-%s", consumers, tg.label()))
 	sr, err := Share(ctx, ShareConfig{
 		Brokers: brokers, Topic: topic, Group: fmt.Sprintf("bench-share-%d", id), Consumers: consumers,
 		MaxRecords: s.ShareMaxRecords, FetchMaxBytes: s.ShareFetchBytes, FetchMaxWait: s.ShareFetchWait,
 		GroupConfigs: s.ShareGroupCfg,
 		Progress:     s.step(P3, fmt.Sprintf("share %dc", consumers), tg, run, pr.Records),
-		OnStart:      func() { cpu0 = cpuFigure(s.logf, proc) },
-		OnEnd:        func() { cpu1 = cpuFigure(s.logf, proc) },
+		OnStart: func() {
+			win = s.openWindow(pid(proc), fmt.Sprintf("P3 share %dc on %s, run %d", consumers, tg.label(), run))
+		},
+		OnEnd: func() { figs = win.close(s) },
 	})
 	prof()
 	if err != nil {
@@ -523,8 +584,9 @@ func (s *Suite) measureShare(ctx context.Context, tg Target, partitions int32, c
 	row := Row{ID: P3, Target: tg.Name, Fsync: tg.Fsync, Partitions: partitions, Consumers: consumers, Run: run,
 		Workload: "share", Records: sr.Records, RecordBytes: s.RecordBytes,
 		Elapsed: sr.Elapsed, MBps: sr.MBps(), RecordsPS: sr.RecordsPerSec(),
-		BrokerCPU: cpuBetween(cpu0, cpu1), BrokerRSS: peakRSSFigure(s.logf, proc),
-		Startup: sr.Startup, Duplicates: sr.Duplicates, Redelivered: sr.Redelivered, StateLag: sr.StateLag}
+		BrokerRSS: peakRSSFigure(s.logf, proc),
+		Startup:   sr.Startup, Duplicates: sr.Duplicates, Redelivered: sr.Redelivered, StateLag: sr.StateLag}
+	figs.apply(&row)
 	s.logf("  share %.1f MB/s, %.0f records/s (first record after %v; final ack flush %v; per consumer %v; %d duplicates, %d redelivered)",
 		row.MBps, row.RecordsPS, sr.Startup.Round(time.Millisecond), sr.AckDrain.Round(time.Millisecond), sr.PerConsumer, sr.Duplicates, sr.Redelivered)
 	return row, terminate(proc)
@@ -554,8 +616,8 @@ func (s *Suite) measurePipeline(ctx context.Context, tg Target, id string, mode 
 	cfg := PipelineConfig{Brokers: brokers, Mode: mode, Input: in, Output: out, Group: fmt.Sprintf("bench-%s-%d", mode, uniq),
 		TransactionalID: fmt.Sprintf("bench-%s-%d", mode, uniq), Records: n, CommitInterval: s.CommitInterval,
 		Progress: s.step(id, mode.String(), tg, run, n)}
-	var cpu0 time.Duration
-	cfg.OnStart = func() { cpu0 = cpuFigure(s.logf, proc) }
+	var win *window
+	cfg.OnStart = func() { win = s.openWindow(pid(proc), fmt.Sprintf("%s %s on %s, run %d", id, mode, tg.label(), run)) }
 	if mode != PipelineEOSGroup {
 		cfg.GroupConfigs = s.ShareGroupCfg
 		cfg.CommitRecords = s.ShareCommitRecords
@@ -566,10 +628,10 @@ func (s *Suite) measurePipeline(ctx context.Context, tg Target, id string, mode 
 	prof := s.profile(tg, run, fmt.Sprintf("%s-%s-%s", id, mode, tg.label()))
 	pr, err := RunPipeline(ctx, cfg)
 	prof()
-	cpu := cpuBetween(cpu0, cpuFigure(s.logf, proc))
 	if err != nil {
 		return Row{}, err
 	}
+	figs := win.close(s)
 	if err := verifyOutputs(ctx, brokers, out, n); err != nil {
 		return Row{}, err
 	}
@@ -583,8 +645,9 @@ func (s *Suite) measurePipeline(ctx context.Context, tg Target, id string, mode 
 	}
 	row := Row{ID: id, Target: tg.Name, Fsync: tg.Fsync, Partitions: 1, Run: run, Workload: mode.String(),
 		Records: pr.Records, RecordBytes: s.RecordBytes, Elapsed: pr.Elapsed, MBps: pr.MBps(), RecordsPS: pr.RecordsPerSec(),
-		P50: pr.P50, P99: pr.P99, P999: pr.P999, BrokerCPU: cpu, BrokerRSS: peakRSSFigure(s.logf, proc),
+		P50: pr.P50, P99: pr.P99, P999: pr.P999, BrokerRSS: peakRSSFigure(s.logf, proc),
 		Startup: pr.Startup, Redelivered: pr.Redelivered, Commits: pr.Commits, Aborts: pr.Aborts}
+	figs.apply(&row)
 	s.logf("  %s %.0f records/s, poll→commit p50 %v p99 %v, %d commits, %d aborts", mode, row.RecordsPS, row.P50, row.P99, row.Commits, row.Aborts)
 	return row, terminate(proc)
 }
@@ -634,20 +697,22 @@ func (s *Suite) measureLatency(ctx context.Context, tg Target, rate, run int) (R
 	}
 	uniq := time.Now().UnixNano()
 	s.logf("P6 %s run %d: %d records at %d/s to %d share consumers", tg.label(), run, n, rate, consumers)
-	var cpu0, cpu1 time.Duration
+	var win *window
+	var figs windowFigures
 	prof := s.profile(tg, run, "P6-e2e-latency-"+tg.label())
 	lr, err := Latency(ctx, LatencyConfig{Brokers: brokers, Topic: fmt.Sprintf("bench-latency-%d", uniq), Group: fmt.Sprintf("bench-latency-%d", uniq),
 		Consumers: consumers, Rate: rate, Records: n, RecordBytes: max(16, s.RecordBytes),
-		Progress: s.step(P6, "e2e latency", tg, run, n), OnStart: func() { cpu0 = cpuFigure(s.logf, proc) },
-		OnEnd: func() { cpu1 = cpuFigure(s.logf, proc) }})
+		Progress: s.step(P6, "e2e latency", tg, run, n), OnStart: func() { win = s.openWindow(pid(proc), fmt.Sprintf("P6 on %s, run %d", tg.label(), run)) },
+		OnEnd: func() { figs = win.close(s) }})
 	prof()
 	if err != nil {
 		return Row{}, err
 	}
 	row := Row{ID: P6, Target: tg.Name, Fsync: tg.Fsync, Partitions: 1, Consumers: consumers, Run: run, Workload: "e2e-latency",
 		Records: lr.Records, RecordBytes: max(16, s.RecordBytes), Elapsed: lr.Elapsed, MBps: lr.MBps(), RecordsPS: lr.RecordsPerSec(),
-		P50: lr.P50, P99: lr.P99, P999: lr.P999, BrokerCPU: cpuBetween(cpu0, cpu1), BrokerRSS: peakRSSFigure(s.logf, proc),
+		P50: lr.P50, P99: lr.P99, P999: lr.P999, BrokerRSS: peakRSSFigure(s.logf, proc),
 		Startup: lr.Startup, Duplicates: lr.Duplicates, StateLag: lr.StateLag, Rate: rate}
+	figs.apply(&row)
 	s.logf("  e2e p50 %v p99 %v p999 %v at %.0f records/s", row.P50, row.P99, row.P999, row.RecordsPS)
 	return row, terminate(proc)
 }
