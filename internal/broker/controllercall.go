@@ -190,8 +190,9 @@ func (c networkController) send(ctx context.Context, req any, done func(kmsg.Res
 
 var errNoController = errors.New("no controller known (an election is on)")
 
-// adminKeys are the forwarded client admin requests, sent at their client's version.
-var adminKeys = map[int16]struct{}{19: {}, 20: {}, 37: {}, 33: {}, 44: {}, 57: {}}
+// adminKeys are the forwarded client admin requests, sent at their client's version: the
+// topic, config and feature keys, and the ACL and SCRAM ones (#14).
+var adminKeys = map[int16]struct{}{19: {}, 20: {}, 37: {}, 33: {}, 44: {}, 57: {}, 30: {}, 31: {}, 51: {}}
 
 func (c networkController) localAsk(ctx context.Context, req any) (kmsg.Response, error) {
 	if p, ok := req.(pinned); ok {

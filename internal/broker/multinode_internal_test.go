@@ -210,6 +210,25 @@ func TestThreeVotersOneCluster(t *testing.T) {
 	}
 	c.groupAcross(t, "spread", 18)
 
+	// An ACL (#14's controller seam) forwarded by a broker that is not the controller,
+	// at its client's version: decided there and in every broker's image.
+	cr := kmsg.NewPtrCreateACLsRequest()
+	cr.Version = 3
+	ac := kmsg.NewCreateACLsRequestCreation()
+	ac.ResourceType, ac.ResourceName, ac.ResourcePatternType = kmsg.ACLResourceTypeTopic, "spread", kmsg.ACLResourcePatternTypeLiteral
+	ac.Principal, ac.Host, ac.Operation, ac.PermissionType = "User:alice", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	cr.Creations = append(cr.Creations, ac)
+	aclResp, idx, err := ob.ctl.Call(context.Background(), cr)
+	if err != nil || aclResp.(*kmsg.CreateACLsResponse).Results[0].ErrorCode != 0 || aclResp.GetVersion() != 3 {
+		t.Fatalf("CreateAcls through broker %d: %+v, %v", other, aclResp, err)
+	}
+	if err := ob.meta.WaitApplied(context.Background(), idx); err != nil {
+		t.Fatal(err)
+	}
+	if im, at := ob.image(); len(im.ACLs) != 1 {
+		t.Fatalf("broker %d at the answer's index %d (%d) has ACLs %v", other, idx, at, im.ACLs)
+	}
+
 	pid, err := ob.pids.allocate()
 	if err != nil {
 		t.Fatalf("producer id on broker %d: %v", other, err)

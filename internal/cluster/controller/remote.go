@@ -133,6 +133,12 @@ func NotController(resp kmsg.Response) bool {
 		return len(r.Resources) > 0 && r.Resources[0].ErrorCode == nc
 	case *kmsg.IncrementalAlterConfigsResponse:
 		return len(r.Resources) > 0 && r.Resources[0].ErrorCode == nc
+	case *kmsg.CreateACLsResponse:
+		return len(r.Results) > 0 && r.Results[0].ErrorCode == nc
+	case *kmsg.DeleteACLsResponse:
+		return len(r.Results) > 0 && r.Results[0].ErrorCode == nc
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		return len(r.Results) > 0 && r.Results[0].ErrorCode == nc
 	}
 	return false
 }

@@ -79,7 +79,10 @@ func TestInternalCreationsOverTheWire(t *testing.T) {
 // NotController recognises the controller's NOT_CONTROLLER answers and nothing else.
 func TestNotController(t *testing.T) {
 	for _, req := range []kmsg.Request{registration(1, 1), heartbeat(1, 5, 5), kmsg.NewPtrAllocateProducerIDsRequest(),
-		WireRequest(&AutoCreateTopicRequest{Name: "x"}), kmsg.NewPtrUpdateFeaturesRequest()} {
+		WireRequest(&AutoCreateTopicRequest{Name: "x"}), kmsg.NewPtrUpdateFeaturesRequest(),
+		&kmsg.CreateACLsRequest{Creations: make([]kmsg.CreateACLsRequestCreation, 1)},
+		&kmsg.DeleteACLsRequest{Filters: make([]kmsg.DeleteACLsRequestFilter, 1)},
+		&kmsg.AlterUserSCRAMCredentialsRequest{Deletions: []kmsg.AlterUserSCRAMCredentialsRequestDeletion{{Name: "u"}}}} {
 		if !NotController(ErrorResponse(req, kerr.NotController, "")) {
 			t.Fatalf("%T's NOT_CONTROLLER answer not recognised", req)
 		}

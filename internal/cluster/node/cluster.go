@@ -76,7 +76,9 @@ func ControllerKeys() []server.APIRange {
 		&kmsg.UnregisterBrokerRequest{}, &kmsg.AllocateProducerIDsRequest{}} {
 		out = append(out, server.APIRange{Key: r.Key(), MinVersion: 0, MaxVersion: r.MaxVersion()})
 	}
-	for _, k := range []int16{19, 20, 37, 33, 44, 57} { // CreateTopics .. UpdateFeatures
+	// CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
+	// UpdateFeatures, CreateAcls, DeleteAcls, AlterUserScramCredentials.
+	for _, k := range []int16{19, 20, 37, 33, 44, 57, 30, 31, 51} {
 		out = append(out, server.Kafka44[k])
 	}
 	return out
