@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -358,7 +360,7 @@ func (m *Manager) load(p *partition) error {
 		p.sp = sp
 		return nil
 	}
-	sp, err := sharepartition.Restore(pc, FromStoreState(st))
+	sp, err := sharepartition.RestoreFrom(pc, st.StartOffset, st.StateEpoch, fromStoreBatches(st.Batches))
 	if err != nil {
 		m.cfg.Logger.Error("share partition restore failed", "key", k.String(), "err", err)
 		return kerr.UnknownServerError
@@ -608,28 +610,42 @@ func FromStoreState(st sharestate.State) sharepartition.Snapshot {
 		StartOffset:           st.StartOffset,
 		StateEpoch:            st.StateEpoch,
 		DeliveryCompleteCount: st.DeliveryCompleteCount,
-		Batches:               make([]sharepartition.StateBatch, len(st.Batches)),
+		Batches:               make([]sharepartition.StateBatch, 0, len(st.Batches)),
 	}
-	for i, b := range st.Batches {
-		sb := sharepartition.StateBatch{
-			FirstOffset:         b.FirstOffset,
-			LastOffset:          b.LastOffset,
-			DeliveryState:       sharepartition.State(b.DeliveryState),
-			DeliveryCount:       b.DeliveryCount,
-			StagedProducerID:    -1,
-			StagedProducerEpoch: -1,
-			StagedAckType:       -1,
-			StagedDeliveryState: -1,
-			StagedAbortState:    -1,
-		}
-		if b.DeliveryState == sharestate.StateTxPending {
-			sb.StagedProducerID = b.TxnProducerID
-			sb.StagedProducerEpoch = b.TxnProducerEpoch
-			sb.StagedAckType = sharepartition.AckType(b.TxnAckType)
-			sb.StagedDeliveryState = sharepartition.State(b.TxnCommitState)
-			sb.StagedAbortState = sharepartition.State(b.TxnAbortState)
-		}
-		snap.Batches[i] = sb
-	}
+	snap.Batches = slices.AppendSeq(snap.Batches, fromStoreBatches(st.Batches))
 	return snap
+}
+
+// fromStoreBatches converts the store's batches one at a time, for
+// sharepartition.RestoreFrom: a load then holds no converted copy of them all.
+func fromStoreBatches(in []sharestate.StateBatch) iter.Seq[sharepartition.StateBatch] {
+	return func(yield func(sharepartition.StateBatch) bool) {
+		for _, b := range in {
+			if !yield(fromStoreBatch(b)) {
+				return
+			}
+		}
+	}
+}
+
+func fromStoreBatch(b sharestate.StateBatch) sharepartition.StateBatch {
+	sb := sharepartition.StateBatch{
+		FirstOffset:         b.FirstOffset,
+		LastOffset:          b.LastOffset,
+		DeliveryState:       sharepartition.State(b.DeliveryState),
+		DeliveryCount:       b.DeliveryCount,
+		StagedProducerID:    -1,
+		StagedProducerEpoch: -1,
+		StagedAckType:       -1,
+		StagedDeliveryState: -1,
+		StagedAbortState:    -1,
+	}
+	if b.DeliveryState == sharestate.StateTxPending {
+		sb.StagedProducerID = b.TxnProducerID
+		sb.StagedProducerEpoch = b.TxnProducerEpoch
+		sb.StagedAckType = sharepartition.AckType(b.TxnAckType)
+		sb.StagedDeliveryState = sharepartition.State(b.TxnCommitState)
+		sb.StagedAbortState = sharepartition.State(b.TxnAbortState)
+	}
+	return sb
 }

@@ -315,12 +315,23 @@ func (b *batch) findState(lo, hi int64, want func(State) bool) (int64, bool) {
 // stretch returns the record of offset o (a copy, for reading) and the last offset
 // up to hi that shares it.
 func (b *batch) stretch(o, hi int64) (int64, record) {
-	end, r := o, record{}
-	b.each(o, hi, func(_, last int64, rec *record) bool {
-		end, r = last, *rec
-		return false
-	})
-	return end, r
+	b.settle()
+	switch p := b.pk; {
+	case p != nil:
+		if o < p.lo {
+			return min(hi, p.lo-1), deadRecord()
+		}
+		i, end := o-p.lo, hi-p.lo
+		c, j := p.codes[i], i
+		for j < end && p.codes[j+1] == c {
+			j++
+		}
+		return p.lo + j, p.record(c)
+	case b.runs != nil:
+		r := &b.runs[b.runIndex(o)]
+		return min(hi, r.last), r.rec
+	}
+	return hi, b.rec
 }
 
 // anyOwner is packed.anyOwner of a packed b, settled first.
@@ -376,13 +387,15 @@ func (b *batch) each(lo, hi int64, f func(first, last int64, r *record) bool) {
 		if lo > hi {
 			return
 		}
+		var r record // one for the whole walk: f gets its address
 		p.eachCode(lo, hi, func(first, last int64, c uint16) bool {
-			r := p.record(c)
+			r = p.record(c)
 			return f(first, last, &r)
 		})
 	case b.runs != nil:
-		for _, r := range b.overlapping(lo, hi) {
-			if !f(max(r.first, lo), min(r.last, hi), &r.rec) {
+		rs := b.overlapping(lo, hi)
+		for i := range rs {
+			if !f(max(rs[i].first, lo), min(rs[i].last, hi), &rs[i].rec) {
 				return
 			}
 		}

@@ -3,9 +3,11 @@ package sharepartition
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // record is the share state of one record, or of every record of a batch that
@@ -590,12 +592,24 @@ func (sp *SharePartition) Snapshot() Snapshot {
 // with AutoOffsetReset; batches below the StartOffset, inverted or overlapping
 // fail the restore, as Kafka fails the initialization.
 func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
+	return RestoreFrom(cfg, snap.StartOffset, snap.StateEpoch, slices.Values(snap.Batches))
+}
+
+// RestoreFrom is Restore with the persisted batches handed over one at a time, so that a
+// caller converting them from another shape (the share-state store's) need not build a
+// Snapshot of them first: a restore then allocates little more than what it keeps.
+func RestoreFrom(cfg Config, startOffset int64, stateEpoch int32, batches iter.Seq[StateBatch]) (*SharePartition, error) {
+	snap := Snapshot{StartOffset: startOffset, StateEpoch: stateEpoch}
 	sp, err := New(cfg, snap.StartOffset, snap.StateEpoch)
 	if err != nil {
 		return nil, err
 	}
+	scratch := restoreScratch.Get().(*[]run)
+	defer restoreScratch.Put(scratch)
+	group := (*scratch)[:0] // the runs of the batch being restored (restoreBatch)
+	defer func() { *scratch = group[:0] }()
 	prev := snap.StartOffset - 1
-	for _, sb := range snap.Batches {
+	for sb := range batches {
 		if sb.FirstOffset > sb.LastOffset || sb.FirstOffset < snap.StartOffset || sb.LastOffset == math.MaxInt64 {
 			return nil, fmt.Errorf("persisted batch %d-%d is invalid for start offset %d", sb.FirstOffset, sb.LastOffset, snap.StartOffset)
 		}
@@ -631,8 +645,9 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 		default:
 			return nil, fmt.Errorf("persisted batch %d-%d has state %d", sb.FirstOffset, sb.LastOffset, sb.DeliveryState)
 		}
-		sp.restoreBatch(sb.FirstOffset, sb.LastOffset, r)
+		group = sp.restoreBatch(group, sb.FirstOffset, sb.LastOffset, r)
 	}
+	sp.endRestoredBatch(group)
 	sp.nextOffset = prev + 1
 	if prev >= snap.StartOffset {
 		sp.gapStart, sp.gapEnd = snap.StartOffset, prev
@@ -646,6 +661,12 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 	return sp, nil
 }
 
+// restoreScratch holds the slices restores build their batches' runs in: a restore of a
+// window with a state per record would otherwise grow one from nothing each time,
+// allocating several times what it finally packs into two bytes an offset (garbage that
+// sets the heap's high-water mark when a broker loads hundreds of share partitions).
+var restoreScratch = sync.Pool{New: func() any { return new([]run) }}
+
 // restoreBatch adds the restored range [first, last] with record r. Kafka makes an
 // in-flight batch of every persisted one; exactq does too, except that a range
 // continuing the previous one joins it as a run when either side is terminal. A
@@ -654,19 +675,36 @@ func Restore(cfg Config, snap Snapshot) (*SharePartition, error) {
 // records that are acquired, and the store keeps every neighbour distinct, so a
 // partition whose records alternate between two terminal states comes back as one
 // batch (packed when the restore ends), not as a batch per record.
-func (sp *SharePartition) restoreBatch(first, last int64, r record) {
-	if n := len(sp.batches); n > 0 {
-		if b := sp.batches[n-1]; b.last+1 == first && (r.state.Terminal() || b.at(b.last).state.Terminal()) {
-			if b.runs == nil {
-				b.runs = []run{{first: b.first, last: b.last, rec: b.rec}}
-			}
-			b.runs = append(b.runs, run{first: first, last: last, rec: r})
-			b.last = last
-			sp.touch(b)
-			return
+//
+// group holds the runs of the batch being built (a scratch slice, reused): they become
+// a batch, packed if it qualifies, once a range does not continue it.
+func (sp *SharePartition) restoreBatch(group []run, first, last int64, r record) []run {
+	if n := len(group); n > 0 {
+		if g := &group[n-1]; g.last+1 != first || !(r.state.Terminal() || g.rec.state.Terminal()) {
+			sp.endRestoredBatch(group)
+			group = group[:0]
 		}
 	}
-	sp.batches = append(sp.batches, &batch{first: first, last: last, rec: r})
+	return append(group, run{first: first, last: last, rec: r})
+}
+
+// endRestoredBatch makes the batch of group's runs: batch-level state for one, else
+// packed, else runs of exactly the size needed.
+func (sp *SharePartition) endRestoredBatch(group []run) {
+	if len(group) == 0 {
+		return
+	}
+	b := &batch{first: group[0].first, last: group[len(group)-1].last, rec: group[0].rec}
+	if len(group) > 1 {
+		b.runs = group
+		b.coalesce(sp.spso)
+		b.maybePack(sp.spso)
+		if b.runs != nil {
+			b.runs = slices.Clone(b.runs)
+		}
+		clear(group) // drop member strings
+	}
+	sp.batches = append(sp.batches, b)
 }
 
 // RecordRange describes consecutive records sharing one state, for `exactq
