@@ -24,7 +24,7 @@ import (
 // range boundaries with a max-heap of the covering batches, O(n log n).
 func combine(old, new []StateBatch, startOffset int64) []StateBatch {
 	if disjoint(old) && disjoint(new) {
-		return merge2(old, new, startOffset)
+		return merge2(make([]StateBatch, 0, len(old)+2*len(new)+1), old, new, startOffset)
 	}
 	all := make([]StateBatch, 0, len(old)+len(new))
 	for _, src := range [2][]StateBatch{old, new} {
@@ -160,10 +160,9 @@ func disjoint(bs []StateBatch) bool {
 	return true
 }
 
-// merge2 is combine for two disjoint lists: walk both, splitting overlaps so that each
-// piece takes the higher-priority side.
-func merge2(a, b []StateBatch, start int64) []StateBatch {
-	out := make([]StateBatch, 0, len(a)+2*len(b)+1)
+// merge2 is combine for two disjoint lists, appended to out: walk both, splitting
+// overlaps so that each piece takes the higher-priority side.
+func merge2(out, a, b []StateBatch, start int64) []StateBatch {
 	emit := func(x StateBatch) {
 		if start >= 0 {
 			if x.LastOffset < start {
@@ -234,7 +233,10 @@ func merge2(a, b []StateBatch, start int64) []StateBatch {
 // coalesced) and owned by the caller: it reuses dst's array and touches only the part of
 // it that add overlaps or adjoins, so an update costs O(len(add) + log len(dst)) plus a
 // memmove, not a copy of the whole state. Replay applies thousands of updates per key.
-func mergeInto(dst, add []StateBatch, start int64) []StateBatch {
+// scratch (may be nil) holds the merged part between the two steps; when dst must grow
+// it grows to twice what it needs, so a key that replay extends update by update is
+// copied a few times, not once per update.
+func mergeInto(dst, add []StateBatch, start int64, scratch *[]StateBatch) []StateBatch {
 	if start >= 0 {
 		k := sort.Search(len(dst), func(i int) bool { return dst[i].LastOffset >= start })
 		dst = dst[k:]
@@ -251,5 +253,16 @@ func mergeInto(dst, add []StateBatch, start int64) []StateBatch {
 	lo, hi := add[0].FirstOffset-1, add[len(add)-1].LastOffset+1 // adjoining batches may coalesce
 	i := sort.Search(len(dst), func(i int) bool { return dst[i].LastOffset >= lo })
 	j := sort.Search(len(dst), func(j int) bool { return dst[j].FirstOffset > hi })
-	return slices.Replace(dst, i, j, merge2(dst[i:j], add, start)...)
+	var buf []StateBatch
+	if scratch != nil {
+		buf = (*scratch)[:0]
+	}
+	merged := merge2(buf, dst[i:j], add, start)
+	if scratch != nil {
+		*scratch = merged[:0]
+	}
+	if need := len(dst) - (j - i) + len(merged); need > cap(dst) {
+		dst = append(make([]StateBatch, 0, 2*need), dst...)
+	}
+	return slices.Replace(dst, i, j, merged...)
 }

@@ -116,7 +116,7 @@ func TestMergeIntoMatchesCombine(t *testing.T) {
 		}
 		start := rapid.Int64Range(-1, 15).Draw(rt, "start")
 		want := combine(old, add, start)
-		got := mergeInto(slices.Clone(old), add, start)
+		got := mergeInto(slices.Clone(old), add, start, nil)
 		if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 			rt.Fatalf("mergeInto %v\ncombine %v", got, want)
 		}

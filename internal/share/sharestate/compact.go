@@ -25,9 +25,9 @@ import (
 // would need locking or copy-on-write across them and break "rebuilt by replay" when an
 // append fails. Two compact copies cost a few bytes a record.
 
-// hotBudget is how many decoded batches a keyspace keeps, over the keys changed last
-// (2.5 MiB as StateBatch values): a key that alone holds more stays decoded until
-// another is changed. A variable so that the model tests can make every other key cold.
+// hotBudget is how many decoded batches a keyspace keeps room for (their slices'
+// capacity), over the keys changed last (2.5 MiB as StateBatch values): a key that alone
+// holds more stays decoded until another is changed. A variable so that the model tests can make every other key cold.
 var hotBudget = 1 << 16
 
 // view returns e's batches for reading: valid until the next view or change on p, and
@@ -62,11 +62,11 @@ func (p *keyspace) warm(e *entry) {
 	e.packed = nil
 }
 
-// fit counts the batches the caller stored in e (hot) and encodes the least recently
-// changed keys until the hot ones are within hotBudget.
+// fit counts the room for batches the caller stored in e (hot) and encodes the least
+// recently changed keys until the hot ones are within hotBudget.
 func (p *keyspace) fit(e *entry) {
-	p.hotBatches += len(e.batches) - e.hotCounted
-	e.hotCounted = len(e.batches)
+	p.hotBatches += cap(e.batches) - e.hotCounted
+	e.hotCounted = cap(e.batches)
 	for p.hotBatches > hotBudget && p.hot.Front().Value != e {
 		p.cool(p.hot.Front().Value.(*entry))
 	}

@@ -51,7 +51,7 @@ func TestEncodedBatchSize(t *testing.T) {
 	}
 }
 
-// The hot keys' count of decoded batches stays equal to what they hold, and within the
+// The hot keys' count of room for decoded batches stays equal to what they hold, and within the
 // budget but for the key changed last, whatever is written, resolved and deleted.
 func TestHotBudget(t *testing.T) {
 	old := hotBudget
@@ -84,10 +84,10 @@ func TestHotBudget(t *testing.T) {
 				n, last := 0, (*entry)(nil)
 				for el := p.hot.Front(); el != nil; el = el.Next() {
 					e := el.Value.(*entry)
-					if !e.hot || e.hotCounted != len(e.batches) || e.packed != nil {
-						t.Fatalf("hot key: hot %v, counted %d of %d, packed %d bytes", e.hot, e.hotCounted, len(e.batches), len(e.packed))
+					if !e.hot || e.hotCounted != cap(e.batches) || e.packed != nil {
+						t.Fatalf("hot key: hot %v, counted %d of %d, packed %d bytes", e.hot, e.hotCounted, cap(e.batches), len(e.packed))
 					}
-					n, last = n+len(e.batches), e
+					n, last = n+cap(e.batches), e
 				}
 				if n != p.hotBatches || (n > hotBudget && p.hot.Front().Value != last) {
 					t.Fatalf("hot keys hold %d batches, counted %d, budget %d", n, p.hotBatches, hotBudget)

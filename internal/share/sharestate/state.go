@@ -35,16 +35,16 @@ type keyspace struct {
 	// hotBatches counts their batches (compact.go).
 	hot        *list.List
 	hotBatches int
-	// scratch and buf are reused by view and cool.
-	scratch []StateBatch
-	buf     []byte
+	// scratch, buf and merged are reused by view, cool and applyUpdate.
+	scratch, merged []StateBatch
+	buf             []byte
 }
 
 func (p *keyspace) reset() {
 	p.keys, p.pending, p.markerEpoch = map[Key]*entry{}, map[int64]map[Key]struct{}{}, map[int64]int16{}
 	p.end = 0
 	p.txPending.Store(0)
-	p.hot, p.hotBatches, p.scratch, p.buf = list.New(), 0, nil, nil
+	p.hot, p.hotBatches, p.scratch, p.merged, p.buf = list.New(), 0, nil, nil, nil
 }
 
 // entry is one key's state.
@@ -61,7 +61,7 @@ type entry struct {
 	packed     []byte
 	hot        bool
 	hotAt      *list.Element // in keyspace.hot while hot
-	hotCounted int           // len(batches) as the hot total counts it
+	hotCounted int           // cap(batches) as the hot total counts it
 	// updates counts ShareUpdate records since the last ShareSnapshot.
 	updates int
 	// snapshotOffset is the log offset of the last ShareSnapshot; snapshotMs its write time.
@@ -159,7 +159,7 @@ func (p *keyspace) applyUpdate(k Key, v *updateValue) {
 		e.dcc = int64(v.DeliveryCompleteCount)
 	}
 	if len(v.Batches) > 0 || v.StartOffset != -1 {
-		e.batches = mergeInto(p.edit(e), v.Batches, e.startOffset)
+		e.batches = mergeInto(p.edit(e), v.Batches, e.startOffset, &p.merged)
 		p.fit(e)
 	}
 	e.updates++
