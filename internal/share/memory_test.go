@@ -22,6 +22,8 @@ const (
 	p7LogBatch     = 50
 	p7FetchRecords = 1000
 	p7InFlight     = p7Partitions * p7Locks
+	// p7StatePartitions is share.coordinator.state.topic.num.partitions, as the broker has it.
+	p7StatePartitions = 50
 	// p7BoundPerRecB is BENCHMARKS.md's target for memory per in-flight share record,
 	// which this test holds the heap to. Before the compact representation (#15) it was
 	// 98.6 B as built (57.5 in the share partitions, 41.0 in the store) and 129.3 B
@@ -117,9 +119,15 @@ func TestInFlightMemoryP7(t *testing.T) {
 		t.Skip("builds one million in-flight records")
 	}
 	ctx := context.Background()
-	log := coordlog.NewMemory(0)
+	// __share_group_state with the broker's 50 partitions: each is a Core of its own, with
+	// its share of the store's budget of decoded batches.
+	logs := make([]coordlog.Partition, p7StatePartitions)
+	for i := range logs {
+		logs[i] = coordlog.NewMemory(int32(i))
+	}
+	stateConfig := sharestate.Config{NumPartitions: p7StatePartitions}
 
-	store, err := sharestate.New(sharestate.Config{NumPartitions: 1}, []coordlog.Partition{log})
+	store, err := sharestate.New(stateConfig, logs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +135,7 @@ func TestInFlightMemoryP7(t *testing.T) {
 	for p := range sps {
 		sps[p] = buildP7Partition(t, store, p)
 	}
+	store.Keys() // each driver has tidied once its queue ran empty
 	all := heapInUse()
 	store.Close()
 	store = nil
@@ -139,7 +148,7 @@ func TestInFlightMemoryP7(t *testing.T) {
 
 	// Restart: a new store replays the log; each partition is restored from it.
 	allocs := allocated()
-	store, err = sharestate.New(sharestate.Config{NumPartitions: 1}, []coordlog.Partition{log})
+	store, err = sharestate.New(stateConfig, logs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +176,7 @@ func TestInFlightMemoryP7(t *testing.T) {
 		}
 	}
 	loaded := allocated()
+	store.Keys()
 	all = heapInUse()
 	store.Close()
 	store = nil
@@ -174,7 +184,7 @@ func TestInFlightMemoryP7(t *testing.T) {
 	runtime.KeepAlive(sps)
 	liveRestored := float64(noStore-logOnly) / p7InFlight
 	storeRestored := float64(all-noStore) / p7InFlight
-	runtime.KeepAlive(log)
+	runtime.KeepAlive(logs)
 
 	t.Logf("bytes per in-flight record, as built: share partitions %.1f, store %.1f, total %.1f",
 		liveBuilt, storeBuilt, liveBuilt+storeBuilt)

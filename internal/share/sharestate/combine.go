@@ -233,9 +233,7 @@ func merge2(out, a, b []StateBatch, start int64) []StateBatch {
 // coalesced) and owned by the caller: it reuses dst's array and touches only the part of
 // it that add overlaps or adjoins, so an update costs O(len(add) + log len(dst)) plus a
 // memmove, not a copy of the whole state. Replay applies thousands of updates per key.
-// scratch (may be nil) holds the merged part between the two steps; when dst must grow
-// it grows to twice what it needs, so a key that replay extends update by update is
-// copied a few times, not once per update.
+// scratch (may be nil) holds the merged part between the two steps.
 func mergeInto(dst, add []StateBatch, start int64, scratch *[]StateBatch) []StateBatch {
 	if start >= 0 {
 		k := sort.Search(len(dst), func(i int) bool { return dst[i].LastOffset >= start })
@@ -260,9 +258,6 @@ func mergeInto(dst, add []StateBatch, start int64, scratch *[]StateBatch) []Stat
 	merged := merge2(buf, dst[i:j], add, start)
 	if scratch != nil {
 		*scratch = merged[:0]
-	}
-	if need := len(dst) - (j - i) + len(merged); need > cap(dst) {
-		dst = append(make([]StateBatch, 0, 2*need), dst...)
 	}
 	return slices.Replace(dst, i, j, merged...)
 }

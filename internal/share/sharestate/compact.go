@@ -25,9 +25,12 @@ import (
 // would need locking or copy-on-write across them and break "rebuilt by replay" when an
 // append fails. Two compact copies cost a few bytes a record.
 
-// hotBudget is how many decoded batches a keyspace keeps room for (their slices'
-// capacity), over the keys changed last (2.5 MiB as StateBatch values): a key that alone
-// holds more stays decoded until another is changed. A variable so that the model tests can make every other key cold.
+// hotBudget is how many decoded batches a Store keeps room for (their slices'
+// capacity; 2.5 MiB as StateBatch values), split evenly over its partitions' Cores
+// (CoreConfig.HotBatches), over the keys changed last. While a Core is busy the key it
+// changes stays decoded whatever its size; once its queue is empty the driver tidies it
+// (keyspace.tidy), so that a burst of writes (a load, P7's setup) leaves nothing over
+// the budget. A variable so that the model tests can make every other key cold.
 var hotBudget = 1 << 16
 
 // view returns e's batches for reading: valid until the next view or change on p, and
@@ -36,8 +39,19 @@ func (p *keyspace) view(e *entry) []StateBatch {
 	if e.hot {
 		return e.batches
 	}
+	if n := countBatches(e.packed); cap(p.scratch) < n {
+		p.scratch = make([]StateBatch, 0, n)
+	}
 	p.scratch = decodeBatches(p.scratch[:0], e.packed)
 	return p.scratch
+}
+
+// batches returns a copy of e's batches, of exactly their size.
+func (p *keyspace) batches(e *entry) []StateBatch {
+	if e.hot {
+		return slices.Clone(e.batches)
+	}
+	return decodeBatches(make([]StateBatch, 0, countBatches(e.packed)), e.packed)
 }
 
 // edit decodes e's batches if it is cold, makes it the most recent hot key and returns
@@ -45,8 +59,7 @@ func (p *keyspace) view(e *entry) []StateBatch {
 // then call fit.
 func (p *keyspace) edit(e *entry) []StateBatch {
 	if !e.hot {
-		p.scratch = decodeBatches(p.scratch[:0], e.packed)
-		e.batches = slices.Clone(p.scratch)
+		e.batches = p.batches(e)
 	}
 	p.warm(e)
 	return e.batches
@@ -67,8 +80,25 @@ func (p *keyspace) warm(e *entry) {
 func (p *keyspace) fit(e *entry) {
 	p.hotBatches += cap(e.batches) - e.hotCounted
 	e.hotCounted = cap(e.batches)
-	for p.hotBatches > hotBudget && p.hot.Front().Value != e {
+	for p.hotBatches > p.hotLimit && p.hot.Front().Value != e {
 		p.cool(p.hot.Front().Value.(*entry))
+	}
+}
+
+// tidy encodes the least recently changed keys, the last one included, until the hot
+// ones are within the budget, and drops scratch space larger than it.
+func (p *keyspace) tidy() {
+	for p.hotBatches > p.hotLimit {
+		p.cool(p.hot.Front().Value.(*entry))
+	}
+	if cap(p.scratch) > p.hotLimit {
+		p.scratch = nil
+	}
+	if cap(p.merged) > p.hotLimit {
+		p.merged = nil
+	}
+	if cap(p.buf) > 4*p.hotLimit {
+		p.buf = nil
 	}
 }
 
@@ -161,4 +191,24 @@ func decodeBatches(dst []StateBatch, src []byte) []StateBatch {
 		next = b.LastOffset + 1
 	}
 	return dst
+}
+
+// countBatches is the number of batches encoded in src (a walk over the varints, no
+// decoding), so that a decode can allocate exactly what it needs.
+func countBatches(src []byte) int {
+	n := 0
+	for len(src) > 0 {
+		_, a := binary.Uvarint(src)     // offset delta
+		_, b := binary.Uvarint(src[a:]) // length
+		src = src[a+b+1:]               // and the state
+		head, h := binary.Uvarint(src)
+		src = src[h:]
+		if head&1 != 0 { // staged: producer id, epoch, ack type, commit and abort states
+			_, c := binary.Uvarint(src)
+			_, d := binary.Uvarint(src[c:])
+			src = src[c+d+3:]
+		}
+		n++
+	}
+	return n
 }

@@ -33,9 +33,12 @@ func TestEncodedBatchesRoundTrip(t *testing.T) {
 			bs = append(bs, b)
 			next = b.LastOffset + 1
 		}
-		got := decodeBatches(nil, encodeBatches(nil, bs))
-		if !slices.Equal(got, bs) {
+		enc := encodeBatches(nil, bs)
+		if got := decodeBatches(nil, enc); !slices.Equal(got, bs) {
 			t.Fatalf("decoded %+v, encoded %+v", got, bs)
+		}
+		if n := countBatches(enc); n != len(bs) {
+			t.Fatalf("counted %d batches, encoded %d", n, len(bs))
 		}
 	})
 }
@@ -60,6 +63,7 @@ func TestHotBudget(t *testing.T) {
 		hotBudget = rapid.IntRange(0, 12).Draw(t, "budget")
 		var p keyspace
 		p.reset()
+		p.hotLimit = hotBudget
 		keys := []Key{key("a", 0), key("b", 1), key("c", 2)}
 		for _, k := range keys {
 			p.applySnapshot(k, &snapshotValue{StartOffset: 0, DeliveryCompleteCount: -1}, 0)
@@ -80,6 +84,12 @@ func TestHotBudget(t *testing.T) {
 			},
 			"marker": func(t *rapid.T) { p.applyMarker(7, 1, rapid.Bool().Draw(t, "commit")) },
 			"delete": func(t *rapid.T) { p.applyTombstone(rapid.SampledFrom(keys).Draw(t, "key")) },
+			"tidy": func(t *rapid.T) {
+				p.tidy()
+				if p.hotBatches > p.hotLimit {
+					t.Fatalf("tidied hot keys hold %d batches, budget %d", p.hotBatches, p.hotLimit)
+				}
+			},
 			"": func(t *rapid.T) {
 				n, last := 0, (*entry)(nil)
 				for el := p.hot.Front(); el != nil; el = el.Next() {

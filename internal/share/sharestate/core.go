@@ -48,6 +48,8 @@ type CoreConfig struct {
 	UpdatesPerSnapshot int
 	// ColdSnapshotIntervalMs is Config.ColdSnapshotInterval in milliseconds.
 	ColdSnapshotIntervalMs int64
+	// HotBatches is how many batches the Core keeps decoded (compact.go); 0: hotBudget.
+	HotBatches int
 }
 
 // NewCore returns the Core of an empty partition; step every stored batch into it
@@ -59,10 +61,18 @@ func NewCore(cfg CoreConfig) *Core {
 	if cfg.ColdSnapshotIntervalMs <= 0 {
 		cfg.ColdSnapshotIntervalMs = 5 * 60 * 1000
 	}
+	if cfg.HotBatches <= 0 {
+		cfg.HotBatches = hotBudget
+	}
 	c := &Core{cfg: cfg}
 	c.reset()
+	c.hotLimit = cfg.HotBatches
 	return c
 }
+
+// Tidy encodes the keys over the Core's budget of decoded batches, the last changed
+// included; the driver calls it whenever its queue is empty.
+func (c *Core) Tidy() { c.tidy() }
 
 // Input is one of the Core's inputs: the persister requests (Initialize, Reinitialize,
 // Read, Write, Delete, ReadSummary, DeleteTopics), a transaction Marker for the
@@ -544,7 +554,7 @@ func (c *Core) tick(in Tick) Step {
 		c.snapshot(&st, k, &snapshotValue{
 			SnapshotEpoch: e.snapshotEpoch + 1, StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch,
 			StartOffset: e.startOffset, DeliveryCompleteCount: clampDCC(e.dcc),
-			CreateTimestamp: e.createMs, WriteTimestamp: in.NowMs, Batches: slices.Clone(c.view(e)),
+			CreateTimestamp: e.createMs, WriteTimestamp: in.NowMs, Batches: c.batches(e),
 		})
 	}
 	st.Reply = TickReply{ColdSnapshots: len(keys)}

@@ -118,7 +118,7 @@ func (l *coreLog) replayed() *Core {
 // say where it went) while its replay does.
 func sameKeyspace(t fataler, what string, a, b *keyspace, withEnd bool) {
 	t.Helper()
-	if !reflect.DeepEqual(a.keys, b.keys) {
+	if !reflect.DeepEqual(canonicalKeys(a), canonicalKeys(b)) {
 		t.Fatalf("%s: keys differ\n%s\n%s", what, dumpKeys(a), dumpKeys(b))
 	}
 	if !reflect.DeepEqual(a.pending, b.pending) || !maps.Equal(a.markerEpoch, b.markerEpoch) ||
@@ -129,6 +129,25 @@ func sameKeyspace(t fataler, what string, a, b *keyspace, withEnd bool) {
 	if withEnd && a.end != b.end {
 		t.Fatalf("%s: end %d / %d", what, a.end, b.end)
 	}
+}
+
+// canonicalKeys is p's keys with their batches decoded, whether they are hot or not: what
+// they hold, not how (compact.go).
+func canonicalKeys(p *keyspace) map[Key]entry {
+	out := make(map[Key]entry, len(p.keys))
+	for k, e := range p.keys {
+		c := *e
+		c.batches, c.packed, c.hot, c.hotAt, c.hotCounted = e.batches, nil, false, nil, 0
+		if !e.hot {
+			c.batches = decodeBatches(nil, e.packed)
+		}
+		if len(c.batches) == 0 {
+			c.batches = nil
+		}
+		c.batches = slices.Clip(c.batches)
+		out[k] = c
+	}
+	return out
 }
 
 func dumpKeys(p *keyspace) string {

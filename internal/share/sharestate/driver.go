@@ -163,6 +163,9 @@ func (d *driver) run() {
 			return
 		}
 		d.round(r)
+		if len(d.in) == 0 && d.held == nil && d.core != nil {
+			d.core.Tidy() // idle: encode what a burst of writes left decoded
+		}
 	}
 }
 
@@ -348,6 +351,7 @@ func (d *driver) rebuild() error {
 		d.broken = err
 		return fmt.Errorf("sharestate: load __share_group_state-%d: %w", d.index, err)
 	}
+	c.Tidy()
 	d.core, d.broken = c, nil
 	d.txPending.Store(c.TxPendingRecords())
 	return nil

@@ -35,6 +35,7 @@ type keyspace struct {
 	// hotBatches counts their batches (compact.go).
 	hot        *list.List
 	hotBatches int
+	hotLimit   int // the budget of hotBatches (CoreConfig.HotBatches)
 	// scratch, buf and merged are reused by view, cool and applyUpdate.
 	scratch, merged []StateBatch
 	buf             []byte
@@ -314,6 +315,6 @@ func (p *keyspace) refuseIfStaged(k Key, what string) error {
 func (p *keyspace) state(e *entry) State {
 	return State{
 		StateEpoch: e.stateEpoch, LeaderEpoch: e.leaderEpoch, StartOffset: e.startOffset,
-		DeliveryCompleteCount: e.dcc, Batches: slices.Clone(p.view(e)),
+		DeliveryCompleteCount: e.dcc, Batches: p.batches(e),
 	}
 }

@@ -82,6 +82,7 @@ func New(cfg Config, parts []coordlog.Partition) (*Store, error) {
 			Partition:              lp.Index(),
 			UpdatesPerSnapshot:     cfg.UpdatesPerSnapshot,
 			ColdSnapshotIntervalMs: cfg.ColdSnapshotInterval.Milliseconds(),
+			HotBatches:             max(hotBudget/int(cfg.NumPartitions), 1),
 		}, lp, cfg.Logger)
 		if err != nil {
 			s.Close()

@@ -244,9 +244,10 @@ func TestFencing(t *testing.T) {
 		must(t, f.s.Initialize(ctx, k, 6, 0))
 		wantCode(t, f.s.Write(ctx, k, 6, 6, 0, -1, nil), kerr.FencedLeaderEpoch)
 		wantCode(t, f.s.Write(ctx, k, 5, 7, 0, -1, nil), kerr.FencedStateEpoch)
-		p := f.s.parts[0]
-		if e := p.core.keys[k]; e.snapshotEpoch != 1 {
-			t.Fatalf("snapshot epoch %d", e.snapshotEpoch)
+		var epoch int32
+		f.s.parts[0].inspect(func(c *Core) { epoch = c.keys[k].snapshotEpoch })
+		if epoch != 1 {
+			t.Fatalf("snapshot epoch %d", epoch)
 		}
 	})
 	t.Run("NegativeValuesAreInvalidRequest", func(t *testing.T) { // testInitializeStateInvalidStateEpochRequestData
