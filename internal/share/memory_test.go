@@ -27,7 +27,7 @@ const (
 	// p7BoundPerRecB is BENCHMARKS.md's target for memory per in-flight share record,
 	// which this test holds the heap to. Before the compact representation (#15) it was
 	// 98.6 B as built (57.5 in the share partitions, 41.0 in the store) and 129.3 B
-	// restarted (88.3 + 41.0); with it, about 9 B.
+	// restarted (88.3 + 41.0); with it, about 7 B.
 	p7BoundPerRecB = 32
 )
 

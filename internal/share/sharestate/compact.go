@@ -8,13 +8,11 @@ import (
 
 // A key's batches cost 40 bytes each as StateBatch values, and in the worst case (a
 // consumer that accepts and rejects alternately, P7) there is a batch per offset. So
-// only the keys changed last are kept decoded ("hot", within hotBudget batches, so
-// that a broker writing a few hundred small keys in turn never decodes one); every
-// other key holds its
-// batches encoded, about 4 bytes a batch when each covers one offset: the offset delta
-// from the previous batch's end, the length, the state and the delivery count as
-// varints, and the staging fields only on a TX_PENDING batch. A key is decoded again
-// when a step changes it, and read from a decoded copy otherwise.
+// only the keys changed last are kept decoded ("hot", within hotBudget batches); every
+// other key holds its batches encoded, about 4 bytes a batch when each covers one
+// offset: the offset delta from the previous batch's end, the length, the state and the
+// delivery count as varints, and the staging fields only on a TX_PENDING batch. A key is
+// decoded again when a step changes it, and read from a decoded copy otherwise.
 //
 // Why the store keeps a copy of its own instead of sharing the share-partition leader's
 // (which holds the same state, packed too, sharepartition's packed.go): the two are
