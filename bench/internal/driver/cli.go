@@ -43,8 +43,8 @@ binary) or -build (build ./cmd/exactq of the enclosing module) to start exactq o
 temporary data directory for each measurement, once per -fsync policy.
 
 Workloads (suite; BENCHMARKS.md): P1 produce and P2 consume (-partitions, -records), once
-per -generator: kgo (one franz-go client) and raw (pre-encoded record batches, acks=all, not
-idempotent, -raw-conns connections with -raw-inflight requests each; sessionless Fetch
+per -generator: kgo (one franz-go client) and raw (pre-encoded record batches, acks=all,
+idempotent unless -raw-idempotent=false, -raw-conns connections with -raw-inflight requests each; sessionless Fetch
 counted from batch headers, offsets checked contiguous, a CRC sample checked: the broker,
 not the client, bounds it); both run in a suite by default;
 P3 share consume (kgo, 1 partition, -consumers, -share-records); P4 consume-transform-
@@ -129,6 +129,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	rawConns := fs.Int("raw-conns", 2, "raw generator: connections to the broker")
 	rawInFlight := fs.Int("raw-inflight", 4, "raw generator: produce requests in flight per connection")
 	rawBatch := fs.Int("raw-batch-bytes", 1000000, "raw generator: bytes per record batch at most")
+	rawIdem := fs.Bool("raw-idempotent", true, "raw generator: an idempotent producer like P1's (base sequence and CRC rewritten per request, a partition's batches on one connection); false sends the same bytes for every request")
 	loadWarn := fs.Float64("load-warn", float64(runtime.NumCPU())/2, "warn, and flag the run in the report, when a measured window starts with the 1-minute load average above this (0: never)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -246,7 +247,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	s := Suite{Records: *records, RecordBytes: *size, Runs: *runs, Consume: cmd == "run",
 		Rate: *rate, Linger: *linger, BatchBytes: int32(*batchBytes), Log: log,
 		Share: cmd == "share", ShareMaxRecords: int32(*shareMax), ShareFetchBytes: int32(*shareBytes), ShareFetchWait: *shareWait,
-		Raw: RawConfig{Conns: *rawConns, InFlight: *rawInFlight, BatchBytes: *rawBatch}, LoadWarn: *loadWarn}
+		Raw: RawConfig{Conns: *rawConns, InFlight: *rawInFlight, BatchBytes: *rawBatch, Idempotent: *rawIdem}, LoadWarn: *loadWarn}
 	if *generators == "" {
 		*generators = GenKgo
 		if cmd == "suite" {

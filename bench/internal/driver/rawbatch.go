@@ -19,6 +19,9 @@ const (
 	batchCRCOff          = 17
 	batchAttributesOff   = 21
 	batchLastDeltaOff    = 23
+	batchProducerIDOff   = 43
+	batchEpochOff        = 51
+	batchBaseSeqOff      = 53
 	batchNumRecordsOff   = 57
 	batchHeaderBytes     = 61
 	batchLengthFieldEnds = 12 // batchLength counts the bytes after this
@@ -103,3 +106,17 @@ func readBatch(buf []byte, verifyCRC bool) (batchView, error) {
 }
 
 func crc32Castagnoli(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// stampProducer sets an encoded batch's producer id and epoch (the CRC is set by
+// stampSequence, which every send of an idempotent batch calls).
+func stampProducer(b []byte, p producerID) {
+	binary.BigEndian.PutUint64(b[batchProducerIDOff:], uint64(p.id))
+	binary.BigEndian.PutUint16(b[batchEpochOff:], uint16(p.epoch))
+}
+
+// stampSequence sets an encoded batch's base sequence and recomputes its CRC: what an
+// idempotent producer rewrites per request.
+func stampSequence(b []byte, seq int32) {
+	binary.BigEndian.PutUint32(b[batchBaseSeqOff:], uint32(seq))
+	binary.BigEndian.PutUint32(b[batchCRCOff:], crc32Castagnoli(b[batchAttributesOff:]))
+}

@@ -35,6 +35,11 @@ type RawConfig struct {
 	// CRCEvery: the consumer checks the CRC of one batch in this many (default 16), and
 	// of every partition's first batch.
 	CRCEvery int
+	// Idempotent makes the producer idempotent, as P1 is defined: one producer id
+	// (InitProducerID), each partition's batches on one connection (sequences must arrive
+	// in order), and per request its base sequence written and its CRC recomputed. Off,
+	// every request of a size sends the very same batch bytes.
+	Idempotent bool
 }
 
 func (c RawConfig) withDefaults() RawConfig {
@@ -165,9 +170,11 @@ func newProducePrefix(rc *rawConn, topic string, rt rawTopic, partition int32, b
 
 // RawProduce is P1 with the raw generator: the batches are encoded once before the clock
 // starts (one per batch size; nothing in a non-idempotent batch depends on its partition or
-// request), then Conns connections each keep up to InFlight acks=all Produce requests in
-// flight, rewriting only the correlation id of a request. Latency is per request, from
-// writing it to reading its answer. Every partition answer must carry no error.
+// request; idempotent, one copy per partition and size with the producer id set), then
+// Conns connections each keep up to InFlight acks=all Produce requests in flight, rewriting
+// only the correlation id of a request (idempotent: and the batch's base sequence and CRC).
+// Latency is per request, from writing it to reading its answer. Every partition answer
+// must carry no error.
 func RawProduce(ctx context.Context, cfg ProduceConfig, rc RawConfig) (ProduceResult, error) {
 	rc = rc.withDefaults()
 	if cfg.Records <= 0 || cfg.RecordBytes < 0 || cfg.Partitions <= 0 {
@@ -207,23 +214,49 @@ func RawProduce(ctx context.Context, cfg ProduceConfig, rc RawConfig) (ProduceRe
 	if err := waitLeading(ctx, conns[0], cfg.Topic, rt.partitions); err != nil {
 		return ProduceResult{}, err
 	}
-	// Each connection's framed prefixes, by partition and batch size, built before the clock.
+	var producer producerID
+	if rc.Idempotent {
+		if producer, err = initProducerID(conns[0]); err != nil {
+			return ProduceResult{}, err
+		}
+	}
+	// Which sends each connection makes, in plan order: idempotent, a partition's all on
+	// one connection; otherwise dealt round robin.
+	mine := make([][]rawSend, len(conns))
+	for j, sd := range plan {
+		i := j % len(conns)
+		if rc.Idempotent {
+			i = int(sd.partition) % len(conns)
+		}
+		mine[i] = append(mine[i], sd)
+	}
+	// Each connection's framed prefixes and batches, by partition and batch size, built
+	// before the clock.
 	type prefixKey struct {
 		partition int32
 		records   int
 	}
-	prefixes := make([]map[prefixKey]producePrefix, len(conns))
+	type framed struct {
+		producePrefix
+		batch []byte
+	}
+	frames := make([]map[prefixKey]framed, len(conns))
 	for i, c := range conns {
-		prefixes[i] = map[prefixKey]producePrefix{}
-		for j := i; j < len(plan); j += len(conns) {
-			k := prefixKey{plan[j].partition, plan[j].records}
-			if _, ok := prefixes[i][k]; !ok {
-				pp, err := newProducePrefix(c, cfg.Topic, rt, k.partition, batches[k.records])
-				if err != nil {
-					return ProduceResult{}, err
-				}
-				prefixes[i][k] = pp
+		frames[i] = map[prefixKey]framed{}
+		for _, sd := range mine[i] {
+			k := prefixKey{sd.partition, sd.records}
+			if _, ok := frames[i][k]; ok {
+				continue
 			}
+			f := framed{batch: batches[k.records]}
+			if rc.Idempotent {
+				f.batch = bytes.Clone(f.batch)
+				stampProducer(f.batch, producer)
+			}
+			if f.producePrefix, err = newProducePrefix(c, cfg.Topic, rt, k.partition, f.batch); err != nil {
+				return ProduceResult{}, err
+			}
+			frames[i][k] = f
 		}
 	}
 
@@ -239,23 +272,31 @@ func RawProduce(ctx context.Context, cfg ProduceConfig, rc RawConfig) (ProduceRe
 			sent    time.Time
 			records int
 		}
+		// slots bounds the requests in flight: the writer takes one before it writes, the
+		// reader gives it back with the answer; inflight never blocks.
+		slots := make(chan struct{}, rc.InFlight)
 		inflight := make(chan pending, rc.InFlight)
 		wg.Add(2)
 		go func() { // writer: one request at a time, at most InFlight unanswered
 			defer wg.Done()
 			defer close(inflight)
-			for j := i; j < len(plan); j += len(conns) {
-				s := plan[j]
-				pp := prefixes[i][prefixKey{s.partition, s.records}]
-				c.corr++
-				binary.BigEndian.PutUint32(pp.prefix[frameCorrOff:], uint32(c.corr))
-				p := pending{corr: c.corr, sent: time.Now(), records: s.records}
+			seq := map[int32]int32{} // idempotent: each partition's next base sequence
+			for _, sd := range mine[i] {
+				f := frames[i][prefixKey{sd.partition, sd.records}]
 				select {
-				case inflight <- p:
+				case slots <- struct{}{}:
 				case <-ctx.Done():
 					return
 				}
-				bufs := net.Buffers{pp.prefix, batches[s.records], pp.suffix}
+				if rc.Idempotent {
+					// The previous write of this batch has returned: its bytes are the kernel's.
+					stampSequence(f.batch, seq[sd.partition])
+					seq[sd.partition] += int32(sd.records)
+				}
+				c.corr++
+				binary.BigEndian.PutUint32(f.prefix[frameCorrOff:], uint32(c.corr))
+				inflight <- pending{corr: c.corr, sent: time.Now(), records: sd.records}
+				bufs := net.Buffers{f.prefix, f.batch, f.suffix}
 				if _, err := bufs.WriteTo(c.c); err != nil {
 					cancel(fmt.Errorf("bench: writing a Produce request: %w", err))
 					return
@@ -283,6 +324,7 @@ func RawProduce(ctx context.Context, cfg ProduceConfig, rc RawConfig) (ProduceRe
 					return
 				}
 				acked.Add(int64(p.records))
+				<-slots
 			}
 		}()
 	}
@@ -300,6 +342,28 @@ func RawProduce(ctx context.Context, cfg ProduceConfig, rc RawConfig) (ProduceRe
 		Records: cfg.Records, Bytes: int64(cfg.Records) * int64(cfg.RecordBytes), Elapsed: elapsed,
 		P50: quantile(lat, 0.50), P99: quantile(lat, 0.99), P999: quantile(lat, 0.999), Max: lat[len(lat)-1],
 	}, nil
+}
+
+// producerID is an idempotent producer's id and epoch.
+type producerID struct {
+	id    int64
+	epoch int16
+}
+
+// initProducerID asks the broker for a (non-transactional) producer id.
+func initProducerID(c *rawConn) (producerID, error) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	if err := c.negotiate(req); err != nil {
+		return producerID{}, err
+	}
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	if err := c.roundTrip(req, resp); err != nil {
+		return producerID{}, fmt.Errorf("bench: InitProducerID: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return producerID{}, fmt.Errorf("bench: InitProducerID: %w", err)
+	}
+	return producerID{resp.ProducerID, resp.ProducerEpoch}, nil
 }
 
 // waitLeading waits, before the clock starts, until the broker leads every partition of

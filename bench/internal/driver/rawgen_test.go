@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -35,6 +36,18 @@ func TestEncodeBatchDecodesWithKgo(t *testing.T) {
 	}
 	if got := len(batch); got > batchHeaderBytes+200*recordSize(value, 200) {
 		t.Errorf("batch of %d bytes exceeds the size recordSize plans for", got)
+	}
+	// An idempotent producer's per-request rewrite keeps the batch valid.
+	idem := bytes.Clone(batch)
+	stampProducer(idem, producerID{id: 77, epoch: 3})
+	stampSequence(idem, 4000)
+	fp, _ = kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: "t", Offset: 1000},
+		&kmsg.FetchResponseTopicPartition{RecordBatches: idem, HighWatermark: 1200}, kgo.DefaultDecompressor(), nil)
+	if fp.Err != nil || len(fp.Records) != 200 || fp.Records[0].ProducerID != 77 || fp.Records[0].ProducerEpoch != 3 {
+		t.Fatalf("stamped batch: err %v, %d records", fp.Err, len(fp.Records))
+	}
+	if v, err := readBatch(idem, true); err != nil || int32(binary.BigEndian.Uint32(idem[batchBaseSeqOff:])) != 4000 || v.numRecords != 200 {
+		t.Errorf("stamped batch: %+v, %v", v, err)
 	}
 	// A flipped value byte is caught by kgo's CRC check and by ours.
 	bad := bytes.Clone(batch)
@@ -122,27 +135,30 @@ func TestRawGeneratorOnExactq(t *testing.T) {
 	brokers := []string{p.Addr}
 	// Small batches and one in flight per connection on 2 connections: several requests
 	// per partition, answered in order.
-	raw := RawConfig{Conns: 2, InFlight: 2, BatchBytes: 8 << 10, PartitionMaxBytes: 16 << 10}
-	pr, err := RawProduce(ctx, ProduceConfig{Brokers: brokers, Topic: "raw", Partitions: 3, Records: 2500, RecordBytes: 100}, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pr.Records != 2500 || pr.Bytes != 250000 || pr.P50 <= 0 || pr.P50 > pr.P99 {
-		t.Errorf("raw produce: %+v", pr)
-	}
-	kc, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: "raw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kc.Records != 2500 || kc.Bytes != 250000 {
-		t.Errorf("kgo read back %d records (%d value bytes), want 2500 (250000)", kc.Records, kc.Bytes)
-	}
-	rc, err := RawConsume(ctx, ConsumeConfig{Brokers: brokers, Topic: "raw"}, raw, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rc.Records != 2500 || rc.Bytes != 250000 {
-		t.Errorf("raw consume counted %d records (%d bytes), want 2500 (250000)", rc.Records, rc.Bytes)
+	for _, idempotent := range []bool{false, true} {
+		topic := fmt.Sprintf("raw-idempotent-%v", idempotent)
+		raw := RawConfig{Conns: 2, InFlight: 2, BatchBytes: 8 << 10, PartitionMaxBytes: 16 << 10, Idempotent: idempotent}
+		pr, err := RawProduce(ctx, ProduceConfig{Brokers: brokers, Topic: topic, Partitions: 3, Records: 2500, RecordBytes: 100}, raw)
+		if err != nil {
+			t.Fatal(topic, err)
+		}
+		if pr.Records != 2500 || pr.Bytes != 250000 || pr.P50 <= 0 || pr.P50 > pr.P99 {
+			t.Errorf("%s: raw produce: %+v", topic, pr)
+		}
+		kc, err := Consume(ctx, ConsumeConfig{Brokers: brokers, Topic: topic})
+		if err != nil {
+			t.Fatal(topic, err)
+		}
+		if kc.Records != 2500 || kc.Bytes != 250000 {
+			t.Errorf("%s: kgo read back %d records (%d value bytes), want 2500 (250000)", topic, kc.Records, kc.Bytes)
+		}
+		rc, err := RawConsume(ctx, ConsumeConfig{Brokers: brokers, Topic: topic}, raw, 100)
+		if err != nil {
+			t.Fatal(topic, err)
+		}
+		if rc.Records != 2500 || rc.Bytes != 250000 {
+			t.Errorf("%s: raw consume counted %d records (%d bytes), want 2500 (250000)", topic, rc.Records, rc.Bytes)
+		}
 	}
 }
 
