@@ -312,6 +312,9 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
+	if b.pids != nil {
+		b.pids.close() // a block fetched ahead needs the controller client, stopped next
+	}
 	// A controlled shutdown first: the controller fences this broker while it still
 	// serves what it has.
 	b.stopRegistration()

@@ -186,28 +186,43 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// producerIDs hands out producer ids. Ids are reserved in blocks whose upper bound is made
-// durable before any id of the block is used, so a restart never reissues an id (which
-// would let a new producer collide with an old one's sequence state).
+// producerIDs hands out producer ids, from blocks the controller gives (AllocateProducerIds,
+// whose ProducerIdsRecord is in the metadata log before an id of the block is used), so a
+// restart, or another broker, never reissues an id (which would let a new producer collide
+// with an old one's sequence state).
 //
-// The first block is reserved when the broker opens, before it serves: reserving costs two
-// fsyncs (the file, its directory), and the first InitProducerId after every restart must
-// not wait for them. That wait was the window in which a SIGKILL left a client with a
-// request that the broker had read but never answered, and kgo fails an EOF on the first
-// response of a connection without retrying (ErrFirstReadEOF). Kafka likewise never makes
-// InitProducerId wait for a block: its brokers fetch the next one ahead of need.
+// The first block is reserved when the broker opens, before it serves, and the next one is
+// fetched in the background once 90% of the current one is handed out (Kafka's
+// RPCProducerIdManager), so InitProducerId waits for the controller only when a block ran
+// out before its successor arrived (a controller down, a burst). The first InitProducerId
+// after a restart once waited for a reservation: that was the window in which a SIGKILL
+// left a client with a request the broker had read but never answered, and kgo fails an
+// EOF on the first response of a connection without retrying (ErrFirstReadEOF).
 type producerIDs struct {
 	mu    sync.Mutex
 	b     *Broker
 	next  int64
 	limit int64 // the end of the block being handed out
+	// pending is the next block, fetched ahead [start, end); fetching is set while a
+	// background fetch runs; closed stops new ones (close waits for the running one).
+	pending    *[2]int64
+	fetching   bool
+	closed     bool
+	ctx        context.Context
+	cancel     context.CancelFunc
+	prefetches sync.WaitGroup
 }
 
 const producerIDBlock = 1000
 
+// producerIDPrefetchAt is how many ids may be left in the block when the next one is
+// fetched: 10% of a block.
+const producerIDPrefetchAt = producerIDBlock / 10
+
 // openProducerIDs starts with no block; reserveFirst then gets one.
 func openProducerIDs(b *Broker, im *metadata.Image) *producerIDs {
-	return &producerIDs{b: b, next: im.ProducerIDs.Next, limit: im.ProducerIDs.Next}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &producerIDs{b: b, next: im.ProducerIDs.Next, limit: im.ProducerIDs.Next, ctx: ctx, cancel: cancel}
 }
 
 // reserveFirst reserves the first block at start-up. A failure (a full disk) does not stop
@@ -219,43 +234,86 @@ func (p *producerIDs) reserveFirst() error {
 	return p.reserve()
 }
 
-// reserve gets the next block from the controller (AllocateProducerIds, whose
-// ProducerIdsRecord is in the metadata log before the answer). Called with mu held, or
-// before p is shared.
+// reserve gets the next block at once (the block ran out, or start-up). Called with mu
+// held, or before p is shared.
 func (p *producerIDs) reserve() error {
-	r := p.b.reg
-	epoch := r.Epoch()
-	if epoch < 0 {
-		return errors.New("not registered with the controller yet")
-	}
-	req := kmsg.NewPtrAllocateProducerIDsRequest()
-	req.BrokerID, req.BrokerEpoch = p.b.cfg.NodeID, epoch
-	ctx, cancel := context.WithTimeout(context.Background(), metadataProposeTimeout)
-	defer cancel()
-	resp, idx, err := p.b.ctl.Call(ctx, req)
+	start, end, err := p.fetchBlock(p.ctx)
 	if err != nil {
 		return err
 	}
-	ar := resp.(*kmsg.AllocateProducerIDsResponse)
-	if err := kerr.ErrorForCode(ar.ErrorCode); err != nil {
-		return fmt.Errorf("AllocateProducerIds: %w", err)
-	}
-	// A produce's producer id is checked against this node's image (issued): the block's
-	// record must be applied here before an id of it is handed out.
-	if err := p.b.meta.WaitApplied(ctx, idx); err != nil {
-		return fmt.Errorf("AllocateProducerIds: applying the block: %w", err)
-	}
-	p.next, p.limit = ar.ProducerIDStart, ar.ProducerIDStart+int64(ar.ProducerIDLen)
+	p.next, p.limit = start, end
 	return nil
 }
 
-// allocate returns a new producer id. It touches the disk only when a whole block has been
-// handed out since the broker opened (or since the last reservation).
+// fetchBlock asks the controller for a block and returns it once its record is applied on
+// this node (a produce's producer id is checked against this node's image: issued).
+func (p *producerIDs) fetchBlock(ctx context.Context) (start, end int64, err error) {
+	r := p.b.reg
+	epoch := r.Epoch()
+	if epoch < 0 {
+		return 0, 0, errors.New("not registered with the controller yet")
+	}
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = p.b.cfg.NodeID, epoch
+	ctx, cancel := context.WithTimeout(ctx, metadataProposeTimeout)
+	defer cancel()
+	resp, idx, err := p.b.ctl.Call(ctx, req)
+	if err != nil {
+		return 0, 0, err
+	}
+	ar := resp.(*kmsg.AllocateProducerIDsResponse)
+	if err := kerr.ErrorForCode(ar.ErrorCode); err != nil {
+		return 0, 0, fmt.Errorf("AllocateProducerIds: %w", err)
+	}
+	if err := p.b.meta.WaitApplied(ctx, idx); err != nil {
+		return 0, 0, fmt.Errorf("AllocateProducerIds: applying the block: %w", err)
+	}
+	return ar.ProducerIDStart, ar.ProducerIDStart + int64(ar.ProducerIDLen), nil
+}
+
+// prefetch fetches the next block in the background when the current one is nearly used
+// up. Called with mu held.
+func (p *producerIDs) prefetch() {
+	if p.closed || p.fetching || p.pending != nil || p.limit-p.next > producerIDPrefetchAt {
+		return
+	}
+	p.fetching = true
+	p.prefetches.Add(1)
+	go func() {
+		defer p.prefetches.Done()
+		start, end, err := p.fetchBlock(p.ctx)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.fetching = false
+		if err != nil {
+			if !p.closed {
+				p.b.logger.Warn("fetching the next producer-id block; the block in use runs out first", "err", err)
+			}
+			return
+		}
+		p.pending = &[2]int64{start, end}
+	}()
+}
+
+// close stops fetching ahead and waits for a fetch in progress; before the controller
+// client and the metadata log close.
+func (p *producerIDs) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.prefetches.Wait()
+}
+
+// allocate returns a new producer id. It waits for the controller only when the block is
+// used up and the next one has not arrived.
 func (p *producerIDs) allocate() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.next >= p.limit {
-		if err := p.reserve(); err != nil {
+		if b := p.pending; b != nil {
+			p.next, p.limit, p.pending = b[0], b[1], nil
+		} else if err := p.reserve(); err != nil {
 			return -1, err
 		}
 	}
@@ -267,5 +325,6 @@ func (p *producerIDs) allocate() (int64, error) {
 		id = p.next
 		p.next++
 	}
+	p.prefetch()
 	return id, nil
 }
