@@ -94,19 +94,19 @@ func TestThreeProcessCluster(t *testing.T) {
 	// Java's admin side sees the same: three unfenced brokers, each partition's leader
 	// (kafka-topics --describe asks DescribeTopicPartitions), and the quorum through a
 	// broker (kafka-metadata-quorum --bootstrap-server: forwarded DescribeQuorum).
-	versions := kafkaTool(t, "org.apache.kafka.tools.BrokerApiVersionsCommand", "--bootstrap-server", c.Client[0])
+	versions := kafkaTool(t, "BrokerApiVersionsCommand", "--bootstrap-server", c.Client[0])
 	for id := range 3 {
 		if want := fmt.Sprintf("%s (id: %d rack: null isFenced: false)", c.Client[id], id); !strings.Contains(versions, want) {
 			t.Fatalf("kafka-broker-api-versions: no %q in\n%s", want, tail(versions))
 		}
 	}
-	described := kafkaTool(t, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", c.Client[2], "--describe", "--topic", clusterTopic)
+	described := kafkaTool(t, "TopicCommand", "--bootstrap-server", c.Client[2], "--describe", "--topic", clusterTopic)
 	for p, l := range leaders {
 		if want := fmt.Sprintf("Partition: %d\tLeader: %d\tReplicas: %d\t", p, l, l); !strings.Contains(described, want) {
 			t.Fatalf("kafka-topics --describe: no %q in\n%s", want, tail(described))
 		}
 	}
-	status := kafkaTool(t, "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", c.Client[1], "describe", "--status")
+	status := kafkaTool(t, "MetadataQuorumCommand", "--bootstrap-server", c.Client[1], "describe", "--status")
 	if !strings.Contains(status, `"id": 0`) || !strings.Contains(status, `"id": 1`) || !strings.Contains(status, `"id": 2`) {
 		t.Fatalf("kafka-metadata-quorum --bootstrap-server: not three voters in\n%s", tail(status))
 	}
@@ -399,21 +399,9 @@ func groupConsume(t *testing.T, ctx context.Context, seed, group string, n int) 
 // member of group (its KafkaConsumer, committing; the classic protocol unless extra says).
 func consoleConsume(t *testing.T, bootstrap, group string, n int, extra ...string) {
 	t.Helper()
-	out := kafkaTool(t, "org.apache.kafka.tools.consumer.ConsoleConsumer", append([]string{"--bootstrap-server", bootstrap, "--topic", clusterTopic,
+	out := kafkaTool(t, "consumer.ConsoleConsumer", append([]string{"--bootstrap-server", bootstrap, "--topic", clusterTopic,
 		"--group", group, "--from-beginning", "--max-messages", fmt.Sprint(n), "--timeout-ms", "60000"}, extra...)...)
 	if !strings.Contains(out, fmt.Sprintf("Processed a total of %d messages", n)) {
 		t.Fatalf("kafka-console-consumer --group %s did not read %d messages:\n%s", group, n, tail(out))
 	}
-}
-
-// kafkaTool runs one of Kafka 4.4's command-line tools (its main class) and returns its
-// output.
-func kafkaTool(t *testing.T, class string, args ...string) string {
-	t.Helper()
-	java, cp := kafkaToolsClasspath(t)
-	out, err := runBounded(2*time.Minute, ".", java, append([]string{"-Xmx256m", "-cp", cp, class}, args...)...)
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", class, strings.Join(args, " "), err, tail(out))
-	}
-	return out
 }

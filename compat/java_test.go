@@ -1,22 +1,12 @@
 package compat
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/exactq/exactq/internal/testbroker"
 )
-
-// mavenNetworkTrouble matches Maven's messages for artifacts it could not download.
-var mavenNetworkTrouble = regexp.MustCompile(`(?i)could not (be )?(transfer|resolved?)|unknown ?host|connect(ion)? (timed out|refused)|Non-resolvable|offline mode`)
 
 // TestJavaClient builds the Maven project in compat/java (kafka-clients 4.4.0) and runs its
 // Main against a fresh broker: AdminClient topic/config/cluster checks, then for every
@@ -40,43 +30,14 @@ func runJava(t *testing.T, limit time.Duration, heap, class, ok string, args ...
 	start := time.Now()
 	out, err := runBounded(limit, dir, java, append([]string{"-XX:+UseSerialGC", "-Xmx" + heap, "-cp", cp, "exactq.compat." + class}, args...)...)
 	t.Logf("java %s (%v):\n%s", class, time.Since(start).Round(time.Millisecond), tail(out))
-	if err != nil {
-		fail := "(no FAIL line)"
-		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, "FAIL:") {
-				fail = l
-				break
-			}
-		}
-		t.Fatalf("java %s against exactq: %v: %s", class, err, fail)
-	}
-	if !strings.Contains(out, ok) {
-		t.Fatalf("java %s exited 0 without its line %q", class, ok)
-	}
+	checkRun(t, "java "+class, out, err, ok)
 	return out
 }
 
-// runBounded runs a command in dir with a time limit and returns its combined output.
-func runBounded(limit time.Duration, dir, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	cmd.WaitDelay = 10 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		return buf.String(), ctx.Err()
-	}
-	return buf.String(), err
-}
+// javaProject is the built compat/java: the java binary, the class path and the folder.
+type javaProject struct{ java, cp, dir string }
 
-var javaBuild struct {
-	once          sync.Once
-	java, cp, dir string
-	err, skip     string
-}
+var javaBuild install[javaProject]
 
 // buildJava builds the Maven project in compat/java once per test process and returns the
 // java binary, the class path and the project directory. It skips when mvn or java is
@@ -87,38 +48,20 @@ var javaBuild struct {
 // saying so: it never passes without running the Java client.
 func buildJava(t *testing.T) (java, cp, dir string) {
 	t.Helper()
-	b := &javaBuild
-	b.once.Do(func() {
-		mvn, errM := exec.LookPath("mvn")
-		java, errJ := exec.LookPath("java")
-		if errM != nil || errJ != nil {
-			b.skip = fmt.Sprintf("the Java interop suites need mvn and java (JDK 17+) on PATH (Debian: apt-get install -y maven openjdk-17-jdk-headless); mvn: %v, java: %v", errM, errJ)
-			return
+	p := javaBuild.need(t, func() (javaProject, error) {
+		mvn, java, err := mavenAndJava("the Java interop suites")
+		if err != nil {
+			return javaProject{}, err
 		}
 		dir, err := filepath.Abs("java")
 		if err != nil {
-			b.err = err.Error()
-			return
+			return javaProject{}, err
 		}
-		start := time.Now()
-		out, err := runBounded(10*time.Minute, dir, mvn, "-q", "-B", "package", "-DskipTests")
-		if err != nil {
-			msg := "mvn package failed"
-			if mavenNetworkTrouble.MatchString(out) {
-				msg = "mvn package could not download its dependencies: Maven Central is unreachable and ~/.m2 does not have kafka-clients 4.4.0 and its plugins yet; this suite cannot pass without them"
-			}
-			b.err = fmt.Sprintf("%s (%v) after %v:\n%s", msg, err, time.Since(start).Round(time.Millisecond), tail(out))
-			return
+		if err := runMaven(mvn, dir, "kafka-clients 4.4.0 and its plugins", "package", "-DskipTests"); err != nil {
+			return javaProject{}, err
 		}
-		t.Logf("mvn package: %v", time.Since(start).Round(time.Millisecond))
-		b.java, b.dir = java, dir
-		b.cp = filepath.Join(dir, "target", "classes") + string(filepath.ListSeparator) + filepath.Join(dir, "target", "lib", "*")
+		cp := filepath.Join(dir, "target", "classes") + string(filepath.ListSeparator) + filepath.Join(dir, "target", "lib", "*")
+		return javaProject{java, cp, dir}, nil
 	})
-	if b.skip != "" {
-		t.Skip(b.skip)
-	}
-	if b.err != "" {
-		t.Fatal(b.err)
-	}
-	return b.java, b.cp, b.dir
+	return p.java, p.cp, p.dir
 }

@@ -62,13 +62,6 @@ func kcatConsume(t *testing.T, kcat, addr, topic string, n int, format string, e
 	return runKcat(t, kcat, "", args...)
 }
 
-func tail(s string) string {
-	if len(s) > 4000 {
-		return "..." + s[len(s)-4000:]
-	}
-	return s
-}
-
 // kcatLines makes n "key:value" lines for kcat -K: (the value may contain ':'; only the
 // first one splits).
 func kcatLines(tag string, n int) []string {

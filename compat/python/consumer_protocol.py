@@ -9,50 +9,22 @@ take every partition over. Prints "OK: confluent-kafka consumer protocol" on suc
 a "FAIL:" line and exits 1.
 """
 
-import sys
+import collections
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException
+import harness
 
 DEADLINE_S = 120
 
 
-class Member(threading.Thread):
+class Member(harness.GroupConsumer):
     def __init__(self, bootstrap, topic, group, i, seen, lock):
-        super().__init__(daemon=True)
-        self.conf = {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
+        super().__init__(f"848-{i}", bootstrap, group, {
             "group.protocol": "consumer",
-            "client.id": f"exactq-compat-py-848-{i}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-        }
-        self.topic, self.seen, self.lock = topic, seen, lock
-        self.assignment = set()
-        self.stop = False
-        self.error = None
-
-    def run(self):
-        try:
-            c = Consumer(self.conf)
-            c.subscribe([self.topic])
-            while not self.stop:
-                msgs = c.consume(num_messages=500, timeout=0.1)
-                got = []
-                for m in msgs:
-                    if m.error():
-                        raise KafkaException(m.error())
-                    got.append(m.value())
-                if got:
-                    with self.lock:
-                        self.seen.update(got)
-                    c.commit(asynchronous=False)
-                self.assignment = {(tp.topic, tp.partition) for tp in c.assignment()}
-            c.close()
-        except Exception as e:  # reported by the main thread
-            self.error = e
+        }, topic, seen, lock)
 
 
 def covers(members, partitions):
@@ -65,48 +37,25 @@ def covers(members, partitions):
     return total == partitions and len(union) == partitions
 
 
-def wait_for(what, deadline, members, ok):
-    while not ok():
-        for m in members:
-            if m.error is not None:
-                raise RuntimeError(f"consumer failed while waiting for {what}: {m.error}")
-        if time.time() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def main(bootstrap, topic, group, records, partitions):
+    records, partitions = int(records), int(partitions)
     deadline = time.time() + DEADLINE_S
-    seen, lock = set(), threading.Lock()
+    seen, lock = collections.defaultdict(list), threading.Lock()
     members = [Member(bootstrap, topic, group, i, seen, lock) for i in range(3)]
     for m in members:
         m.start()
     try:
-        wait_for("three members covering every partition and every record", deadline, members,
-                 lambda: covers(members, partitions) and len(seen) == records)
+        harness.wait_for("three members covering every partition and every record", deadline,
+                         lambda: covers(members, partitions) and len(seen) == records, members)
         gone = members.pop()
-        gone.stop = True
-        gone.join(30)
-        if gone.error is not None:
-            raise RuntimeError(f"closing a consumer failed: {gone.error}")
-        wait_for("two members covering every partition", deadline, members, lambda: covers(members, partitions))
+        harness.stop_all([gone])
+        harness.wait_for("two members covering every partition", deadline,
+                         lambda: covers(members, partitions), members)
     finally:
         for m in members:
             m.stop = True
-        for m in members:
-            m.join(30)
-    for m in members:
-        if m.error is not None:
-            raise RuntimeError(f"consumer failed: {m.error}")
+    harness.stop_all(members)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 6:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
-    try:
-        main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
-    except Exception as e:
-        print(f"FAIL: {e}", file=sys.stderr)
-        sys.exit(1)
-    print("OK: confluent-kafka consumer protocol")
+    harness.run(main, __doc__, "OK: confluent-kafka consumer protocol")
