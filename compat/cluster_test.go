@@ -48,13 +48,13 @@ const (
 
 // Step 11's acceptance on three real processes: three `exactq serve` nodes started with
 // --voters form one cluster (one cluster id, three brokers, a controller, as kgo and
-// Kafka's Java admin tools see it); a topic of six
-// partitions created through one node is placed over all three; kgo produces to every
-// partition through its leader and reads every record back, and so do Java kafka-clients
-// 4.4 (kafka-console-producer's KafkaProducer, idempotent and acks=all by default, and an
-// assign()ed KafkaConsumer per partition), and kcat (librdkafka); a node killed with SIGKILL leaves the others
-// with a controller and its partitions leaderless (LEADER_NOT_AVAILABLE: one replica, no
-// failover before part 2) while the others keep serving; restarted, it leads its
+// Kafka's Java admin tools see it); a topic of six partitions created through one node is
+// placed over all three; kgo produces to every partition through its leader and reads
+// every record back, and so do Java kafka-clients 4.4 (kafka-console-producer's
+// KafkaProducer, idempotent and acks=all by default, and an assign()ed KafkaConsumer per
+// partition) and kcat (librdkafka); the controller killed with SIGKILL leaves the others
+// with a new controller and its partitions leaderless (LEADER_NOT_AVAILABLE: one replica,
+// no failover before part 2) while the others keep serving; restarted, it leads its
 // partitions again and every acknowledged record is there.
 //
 // Consumer groups work across the nodes (a kgo member and a Java one, their coordinator the
@@ -169,21 +169,29 @@ func TestThreeProcessCluster(t *testing.T) {
 	consoleConsume(t, c.Client[2], "java-group", total)
 	consoleConsume(t, c.Client[0], "java-group-kip848", total, "--consumer-property", "group.protocol=consumer")
 
-	// kill -9 one node: its partitions go leaderless once its session expires, the others
+	// kill -9 the controller: its partitions go leaderless once its session expires, the others
 	// keep a controller and keep serving theirs.
-	const victim = 2
+	// The controller itself: the others must elect another, which fences it.
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := int(md.Controller)
+	if victim < 0 || victim > 2 {
+		t.Fatalf("controller %d", victim)
+	}
 	c.Kill(victim)
-	adm0 := kadm.NewClient(newKgo(t, c.Client[0]))
+	adm0 := kadm.NewClient(newKgo(t, c.Bootstrap()))
 	if err := await.Until(30*time.Second, 100*time.Millisecond, func() error {
 		md, err := adm0.Metadata(ctx, clusterTopic)
 		if err != nil {
 			return err
 		}
-		if md.Controller < 0 || md.Controller == victim {
+		if md.Controller < 0 || int(md.Controller) == victim {
 			return fmt.Errorf("controller %d", md.Controller)
 		}
 		for _, p := range md.Topics[clusterTopic].Partitions {
-			dead := leaders[p.Partition] == victim
+			dead := int(leaders[p.Partition]) == victim
 			switch {
 			case dead && (p.Leader != -1 || p.Err != kerr.LeaderNotAvailable):
 				return fmt.Errorf("partition %d of the killed node: leader %d, %v", p.Partition, p.Leader, p.Err)
@@ -195,9 +203,9 @@ func TestThreeProcessCluster(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("after killing node %d: %v", victim, err)
 	}
-	more := newKgo(t, c.Client[0], kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	more := newKgo(t, c.Bootstrap(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for p := range int32(clusterPartitions) {
-		if leaders[p] == victim {
+		if int(leaders[p]) == victim {
 			continue
 		}
 		v := fmt.Sprintf("after-kill-%d", p)
