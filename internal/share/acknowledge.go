@@ -193,13 +193,24 @@ func (m *Manager) releaseMember(group, member string) []*write {
 }
 
 // MemberRemoved is the share-group coordinator's OnMemberRemoved hook (a member left or
-// was fenced): its share session is closed and its acquired records are released. Kafka
-// leaves them to the client's session close, the connection close or the lock expiry
-// (kip-932 2.12); releasing here only makes a dead member's records come back sooner, and
-// a live member's staged (TX_PENDING) records are untouched. It does not wait for the
-// writes.
+// was fenced). As in Kafka 4.4, whose group coordinator does not touch share sessions at
+// all, a member's share session on this broker outlives its leave: clients leave the group
+// first and then close the session with their last acknowledgements (confluent-kafka's
+// ShareConsumer sends the leave heartbeat, then ShareAcknowledge epoch -1), and those
+// must apply. The session is closed, and the member's remaining records released, by the
+// client's epoch -1, the close of the connection that created it, or the records' lock
+// expiry; until then it is served as any other (a positive-epoch ShareFetch still fetches,
+// as in Kafka, where ShareFetch consults no group membership). A member with no session
+// here has nothing left that could acknowledge its records, so they are released at once
+// (Kafka waits for the lock expiry); its staged (TX_PENDING) records are untouched either
+// way. It does not wait for the writes.
 func (m *Manager) MemberRemoved(groupID, memberID string) {
-	m.closeSession(sessionKey{groupID, memberID}, false)
+	m.mu.Lock()
+	_, open := m.sessions.sessions[sessionKey{groupID, memberID}]
+	m.mu.Unlock()
+	if !open {
+		m.releaseMember(groupID, memberID)
+	}
 }
 
 // ConnClosed closes the share sessions the connection created and releases their

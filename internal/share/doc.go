@@ -40,11 +40,13 @@
 // something is acquired, MaxWaitMs passes or ctx ends. With MinBytes > 1 nothing is
 // acquired until that many bytes are readable, as DelayedShareFetch does.
 //
-// Releases. A share session closed with epoch -1, the close of the connection that
-// created a session (ConnClosed), and a member leaving or being fenced (MemberRemoved)
-// release the member's ACQUIRED records on every live share partition of its group:
-// AVAILABLE again, or ARCHIVED at the delivery limit, delivery counts kept; TX_PENDING
-// records stay staged.
+// Releases. A share session closed with epoch -1 (after its acknowledgements apply) and
+// the close of the connection that created a session (ConnClosed) release the member's
+// ACQUIRED records on every live share partition of its group: AVAILABLE again, or
+// ARCHIVED at the delivery limit, delivery counts kept; TX_PENDING records stay staged. A
+// member leaving or being fenced (MemberRemoved) keeps its session, as in Kafka 4.4, so
+// its client can still close it with its last acknowledgements; only a member without a
+// session here has its records released at the leave.
 //
 // Transactional acknowledgements (KIP-1289, txnack.go). TxnShareAcknowledge stages
 // ACQUIRED records as TX_PENDING (lock cancelled, never delivered, holding the SPSO) and
@@ -96,8 +98,9 @@
 //   - InitializeShareState resolves share.auto.offset.reset when the group coordinator
 //     initializes a partition, not when the partition leader first loads it, so `latest`
 //     does not skip records produced between the assignment and the first fetch.
-//   - MemberRemoved releases the member's records; Kafka leaves them to the session
-//     close, the connection close or the lock expiry.
+//   - MemberRemoved releases the records of a member that has no share session here;
+//     Kafka leaves them to the lock expiry. A member with a session keeps it and its
+//     records, as in Kafka, until the session or its connection closes.
 //   - A release (session close, connection close) covers every live partition of the
 //     group, not only the partitions of the session.
 //   - Live share partitions are kept when a group has no sessions left (Kafka drops and

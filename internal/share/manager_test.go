@@ -115,13 +115,50 @@ func TestRenewRules(t *testing.T) {
 	wantCode(t, "renew disabled", ar.Topics[0].Partitions[0].ErrorCode, kerr.InvalidRecordState)
 }
 
-func TestMemberRemovedReleasesRecords(t *testing.T) {
+// A member that leaves keeps its share session, as in Kafka 4.4 (issue 16):
+// confluent-kafka's ShareConsumer sends the leave heartbeat first and then closes the
+// session with its last acknowledgements (ShareAcknowledge epoch -1). Its records stay
+// ACQUIRED until then, a positive-epoch request on the session is still served, and the
+// close applies its acknowledgements before it releases the rest.
+func TestMemberRemovedKeepsSession(t *testing.T) {
+	for _, closeBy := range []string{"ShareAcknowledge", "ShareFetch"} {
+		t.Run(closeBy, func(t *testing.T) {
+			e := newEnv(t)
+			ep := e.startSession("m1", 10)
+			e.fetch(fetchReq{member: "m1", epoch: ep})
+			e.m.MemberRemoved(group, "m1")
+			e.settle()
+			// Nothing was released: another member gets nothing.
+			e.wantAcquired(e.fetch(fetchReq{member: "m2", epoch: 0, parts: []int32{0}}), topicA, 0)
+			ar := e.ack(ackReq{member: "m1", epoch: ep + 1, acks: acks{0: {ackBatch(0, 1, typeAccept)}}})
+			wantCode(t, "ack on the session after the leave", ar.Topics[0].Partitions[0].ErrorCode, nil)
+			if closeBy == "ShareAcknowledge" {
+				ar = e.ack(ackReq{member: "m1", epoch: -1, acks: acks{0: {ackBatch(2, 6, typeAccept)}}})
+				wantCode(t, "close", ar.ErrorCode, nil)
+				wantCode(t, "close ack", ar.Topics[0].Partitions[0].ErrorCode, nil)
+			} else {
+				resp := e.fetch(fetchReq{member: "m1", epoch: -1, acks: acks{0: {ackBatch(2, 6, typeAccept)}}})
+				wantCode(t, "close", resp.ErrorCode, nil)
+				wantCode(t, "close ack", part(resp, topicA, 0).AcknowledgeErrorCode, nil)
+			}
+			// 0-6 are ACKNOWLEDGED; the close released 7-9.
+			e.wantAcquired(e.fetch(fetchReq{member: "m2", epoch: 1}), topicA, 0, acquired{7, 9, 2})
+			wantCode(t, "session after the close", e.fetch(fetchReq{member: "m1", epoch: ep + 2}).ErrorCode, kerr.ShareSessionNotFound)
+		})
+	}
+}
+
+// A member that leaves while it has no session here can no longer acknowledge its
+// records, so they come back at once rather than at the lock expiry.
+func TestMemberRemovedWithoutSessionReleasesRecords(t *testing.T) {
 	e := newEnv(t)
 	ep := e.startSession("m1", 10)
 	e.fetch(fetchReq{member: "m1", epoch: ep})
+	e.m.mu.Lock()
+	e.m.sessions.remove(sessionKey{group, "m1"}) // as a full cache refusing its epoch-0 fetch leaves it
+	e.m.mu.Unlock()
 	e.m.MemberRemoved(group, "m1")
 	e.settle()
-	wantCode(t, "session after removal", e.fetch(fetchReq{member: "m1", epoch: ep + 1}).ErrorCode, kerr.ShareSessionNotFound)
 	e.wantAcquired(e.fetch(fetchReq{member: "m2", epoch: 0, parts: []int32{0}}), topicA, 0, acquired{0, 9, 2})
 }
 

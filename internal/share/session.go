@@ -24,6 +24,11 @@ import (
 //     fetched, then the session is removed and the member's records are released.
 //   - The close of the connection that created a session removes and releases it as
 //     epoch -1 does. A session re-created on another connection is not affected.
+//   - A member leaving the share group does not end its sessions (Manager.MemberRemoved):
+//     as in Kafka 4.4, the session lives until one of the two closes above, so the
+//     acknowledgements a client sends with epoch -1 after its leave heartbeat apply.
+//     Sessions stay bounded by the cache's size; a departed member's session is removed
+//     when its client closes it or its connection closes.
 
 const (
 	initialEpoch = 0
