@@ -77,9 +77,9 @@ func (b *Broker) handleDescribeCluster(req *server.Request, r *kmsg.DescribeClus
 	resp.ClusterID = b.ClusterID()
 	resp.ControllerID = b.controllerID()
 	resp.ClusterAuthorizedOperations = authorizedOperationsUnset
-	for _, mb := range b.brokerList() {
+	for _, e := range b.brokersFenced(r.IncludeFencedBrokers) {
 		db := kmsg.NewDescribeClusterResponseBroker()
-		db.NodeID, db.Host, db.Port, db.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
+		db.NodeID, db.Host, db.Port, db.Rack, db.IsFenced = e.id, e.host, e.port, e.rack, e.fenced
 		resp.Brokers = append(resp.Brokers, db)
 	}
 	return server.Reply{Resp: resp}

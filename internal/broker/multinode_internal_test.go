@@ -269,6 +269,24 @@ func TestThreeVotersOneCluster(t *testing.T) {
 		return nil
 	})
 	leaderless(t, nb, "spread", ctl)
+	// DescribeCluster lists the fenced broker only when asked (v2, KIP-1073), marked.
+	for _, include := range []bool{false, true} {
+		dc := kmsg.NewPtrDescribeClusterRequest()
+		dc.Version, dc.IncludeFencedBrokers = 2, include
+		resp := nb.handleDescribeCluster(&server.Request{Version: 2}, dc).Resp.(*kmsg.DescribeClusterResponse)
+		listed := false
+		for _, br := range resp.Brokers {
+			if br.NodeID == ctl {
+				listed = br.IsFenced
+				if !br.IsFenced {
+					t.Fatalf("the fenced broker %d listed unfenced: %+v", ctl, br)
+				}
+			}
+		}
+		if listed != include || resp.ControllerID == ctl || resp.ControllerID < 0 {
+			t.Fatalf("DescribeCluster (fenced brokers %v): %+v", include, resp)
+		}
+	}
 }
 
 // testLogOut receives the brokers' logs (os.Stderr to watch a failing run).

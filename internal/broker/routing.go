@@ -101,16 +101,21 @@ func (r route) hinted() bool {
 
 // endpoint is a broker as Metadata and the KIP-951 hints give it out.
 type endpoint struct {
-	id   int32
-	host string
-	port int32
-	rack *string
+	id     int32
+	host   string
+	port   int32
+	rack   *string
+	fenced bool
 }
 
 // brokers are the brokers clients are given: a lone voter itself (its advertised address,
 // registered or not), a cluster node every unfenced registered broker with its PLAINTEXT
 // endpoint (advertised.listeners), in id order, as KRaft's brokers answer.
-func (b *Broker) brokers() []endpoint {
+func (b *Broker) brokers() []endpoint { return b.brokersFenced(false) }
+
+// brokersFenced is brokers, with the fenced ones too (marked) when fenced is set
+// (DescribeCluster v2's IncludeFencedBrokers, KIP-1073).
+func (b *Broker) brokersFenced(fenced bool) []endpoint {
 	if !b.clustered() {
 		var rack *string
 		if b.cfg.Rack != "" {
@@ -123,10 +128,11 @@ func (b *Broker) brokers() []endpoint {
 	var out []endpoint
 	for _, id := range slices.Sorted(maps.Keys(im.Brokers)) {
 		br := im.Brokers[id]
-		if br.Fenced {
+		if br.Fenced && !fenced {
 			continue
 		}
 		if e, ok := endpointOf(br); ok {
+			e.fenced = br.Fenced
 			out = append(out, e)
 		}
 	}
