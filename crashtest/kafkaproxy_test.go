@@ -18,6 +18,8 @@ type kafkaProxy struct {
 	ln       net.Listener
 	upstream atomic.Pointer[string]
 	trap     atomic.Pointer[proxyTrap]
+	// held is the connection pair that a hold trap silenced last: cutHeld closes it.
+	held atomic.Pointer[[2]net.Conn]
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -32,8 +34,10 @@ type proxyTrap struct {
 	clientID string
 	apiKey   int16
 	hold     bool
-	fired    chan struct{}
-	once     sync.Once
+	// every: the trap stays armed and fires on every such request (until disarm).
+	every bool
+	fired chan struct{}
+	once  sync.Once
 }
 
 func newKafkaProxy(t *testing.T) *kafkaProxy {
@@ -57,6 +61,23 @@ func (p *kafkaProxy) setUpstream(addr string) { p.upstream.Store(&addr) }
 // arm sets a trap and returns the channel closed when it fires.
 func (p *kafkaProxy) arm(clientID string, apiKey int16, hold bool) <-chan struct{} {
 	tr := &proxyTrap{clientID: clientID, apiKey: apiKey, hold: hold, fired: make(chan struct{})}
+	p.trap.Store(tr)
+	return tr.fired
+}
+
+// cutHeld closes the connection that a hold trap silenced, as a network failure would:
+// the client learns that the answer will not come, not what it was.
+func (p *kafkaProxy) cutHeld() {
+	if cs := p.held.Swap(nil); cs != nil {
+		p.untrack(cs[0], cs[1])
+	}
+}
+
+// armEvery sets a hold trap that fires on every request with apiKey from clientID until
+// disarm: each answer is held (cutHeld drops the connection), however often the client
+// resends.
+func (p *kafkaProxy) armEvery(clientID string, apiKey int16) <-chan struct{} {
+	tr := &proxyTrap{clientID: clientID, apiKey: apiKey, hold: true, every: true, fired: make(chan struct{})}
 	p.trap.Store(tr)
 	return tr.fired
 }
@@ -157,9 +178,10 @@ func (p *kafkaProxy) requests(down, up net.Conn, held *atomic.Bool) {
 		if key != tr.apiKey || idLen < 0 || 10+idLen > len(body) || string(body[10:10+idLen]) != tr.clientID {
 			continue
 		}
-		if p.trap.CompareAndSwap(tr, nil) {
+		if tr.every || p.trap.CompareAndSwap(tr, nil) {
 			if tr.hold {
 				held.Store(true)
+				p.held.Store(&[2]net.Conn{down, up})
 			}
 			tr.once.Do(func() { close(tr.fired) })
 		}

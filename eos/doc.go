@@ -34,8 +34,9 @@
 //	err = r.Run(ctx) // until ctx ends
 //
 // Errors are typed: match them with errors.Is against ErrInvalidConfig, ErrProcess,
-// ErrProduce, ErrStage, ErrCommit, ErrFenced, ErrPermanent; kgo's, kgoext's and Kafka's
-// errors (kerr values) stay reachable behind them. How kgo's errors are sorted: a fenced
+// ErrProduce, ErrStage, ErrCommit, ErrCommitUnknown (a commit whose lost answer stayed
+// unknown), ErrFenced, ErrPermanent; kgo's, kgoext's and Kafka's errors (kerr values) stay
+// reachable behind them. How kgo's errors are sorted: a fenced
 // producer (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING,
 // twopc.ErrProducerFatal) adds ErrFenced and the runner replaces the producer;
 // TRANSACTION_ABORTABLE, kgoext.ErrCommitFailed and kgoext.ErrTransactionAborted abort the

@@ -31,6 +31,14 @@ var (
 	// learnt. Outputs and acknowledgements still share one fate: either both are visible
 	// or neither is.
 	ErrCommit = errors.New("eos: transaction not committed")
+	// ErrCommitUnknown (with ErrCommit): the commit's answer was lost and resending it
+	// with the same producer id and epoch brought no definite answer within the
+	// transaction timeout, or another instance fenced this one first. The transaction may
+	// have committed (its outputs visible, its inputs acknowledged and never delivered
+	// again) or aborted (neither; its inputs come back): never one without the other.
+	// An answer that is merely late is resent until it is definite: a commit is reported
+	// committed or aborted only when the coordinator said so.
+	ErrCommitUnknown = errors.New("eos: the commit's outcome is unknown")
 	// ErrFenced: the transactional producer was fenced (a newer instance with the same
 	// transactional id, or the coordinator aborted the transaction on timeout). The
 	// runner replaces the producer and goes on; a Checkpointer must be recovered.
@@ -52,8 +60,9 @@ var (
 
 // AbortError reports one transaction the runner aborted, or whose commit outcome it could
 // not learn, and why. Its inputs are delivered again (except those at the group's delivery
-// limit, which the broker archives). Err wraps one of ErrProcess, ErrProduce, ErrStage or
-// ErrCommit and the cause.
+// limit, which the broker archives), unless Err matches ErrCommitUnknown: then they may
+// have committed. Err wraps one of ErrProcess, ErrProduce, ErrStage or ErrCommit and the
+// cause.
 type AbortError struct {
 	Worker          int
 	TransactionalID string

@@ -48,6 +48,10 @@ func TestErrorClasses(t *testing.T) {
 		{name: "transport", err: fmt.Errorf("unable to dial: %w", io.ErrUnexpectedEOF), resumable: true},
 		{name: "deadline", err: context.DeadlineExceeded, resumable: true},
 		{name: "INVALID_TXN_STATE: a definite answer", err: kerr.InvalidTxnState},
+		{name: "commit outcome unknown, fenced meanwhile", fatal: true,
+			err: wrap(ErrCommitUnknown, wrap(kgoext.ErrCommitOutcomeUnknown, kerr.ProducerFenced))},
+		{name: "commit outcome unknown, no answer in time", resumable: true,
+			err: wrap(ErrCommitUnknown, wrap(kgoext.ErrCommitOutcomeUnknown, context.DeadlineExceeded))},
 	} {
 		if got := isFatal(c.err); got != c.fatal {
 			t.Errorf("%s: fatal %v, want %v", c.name, got, c.fatal)

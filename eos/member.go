@@ -181,16 +181,20 @@ func (m *member) stage(ctx context.Context) error {
 	return nil
 }
 
-// commit stages what is left and commits. It is not retried: kgo retries the EndTxn
-// itself, and refuses a second commit after one whose outcome it could not learn (the
-// abort that follows settles it: kgo reloads the producer id, which fences the
+// commit stages what is left and commits. A commit whose answer was lost is resent by
+// kgoext.EndTransaction until the coordinator answers definitely, so an error here is a
+// transaction that did not commit, or one whose outcome stayed unknown (ErrCommitUnknown:
+// the abort that follows settles it, since the new producer id or epoch fences the
 // transaction, and a commit the coordinator already decided stays committed). On error
-// the transaction is still open and the caller must abort.
+// the caller must abort.
 func (m *member) commit(ctx context.Context) error {
 	if err := m.stage(ctx); err != nil {
 		return m.blame(ErrStage, err)
 	}
 	if err := m.producer.commit(ctx); err != nil {
+		if errors.Is(err, kgoext.ErrCommitOutcomeUnknown) {
+			err = fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+		}
 		return m.blame(ErrCommit, m.note(err))
 	}
 	m.inTxn, m.inputs = false, 0

@@ -13,6 +13,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// ErrCommitOutcomeUnknown is returned by EndTransaction asked to commit when the
+// coordinator may have committed the transaction or not, and resending the commit with
+// the same producer id and epoch brought no definite answer: the coordinator stayed
+// unreachable for the transaction timeout or ctx ended, or the producer was fenced
+// meanwhile (the error then also matches kerr.ProducerFenced or
+// kerr.InvalidProducerIDMapping), in which case the instance that fenced it settled the
+// transaction: its InitProducerId completed a commit the coordinator had decided and
+// aborted one it had not. Neither the commit nor the abort may be assumed: the records and
+// acknowledgements of the transaction are visible together or not at all, and a reader
+// (read_committed, or the share group's delivery state) tells which.
+var ErrCommitOutcomeUnknown = errors.New("kgoext: the outcome of the commit is unknown")
+
 // ErrNoTransactionalHooks is returned by SendShareAcksToTransaction and EndTransaction for
 // a client built without TransactionalHooks: without them EndTransaction cannot tell
 // whether kgo ended the transaction.
@@ -130,6 +142,14 @@ func hooksOf(cl *kgo.Client) *txnHooks {
 // When kgo did not send EndTxn and acknowledgements were sent, EndTransaction sends EndTxn
 // itself, pinned to version 4 so the coordinator does not bump the producer epoch (see the
 // package doc: kgo would not learn a bumped epoch and its next produce would be fenced).
+// A commit whose EndTxn reached the wire but whose answer was lost (the connection
+// dropped, the request timed out, kgo's retries ran out) is resent with the same producer
+// id and epoch, as Kafka's producer does, until the coordinator answers definitely or the
+// transaction timeout passes: nil when it committed, ErrTransactionAborted when the
+// coordinator aborted it, ErrCommitOutcomeUnknown when no definite answer came or another
+// instance fenced this one meanwhile. A committed transaction is never reported aborted,
+// nor the reverse.
+//
 // Errors are kgo's or the coordinator's (kerr values wrapped); on an error retry with
 // kgo.TryAbort, as kgo documents for cl.EndTransaction. Every transaction in which
 // SendShareAcksToTransaction was called must end here, not with cl.EndTransaction or
@@ -166,8 +186,35 @@ func EndTransaction(ctx context.Context, cl *kgo.Client, commit kgo.TransactionE
 		commit = kgo.TryAbort
 	}
 
+	// The producer id and epoch kgo's EndTxn carries: what a resend must carry too.
+	var pid int64
+	var epoch int16
+	var idErr error
+	if commit {
+		pid, epoch, idErr = cl.ProducerID(ctx)
+	}
 	if err := cl.EndTransaction(ctx, commit); err != nil {
-		return err // kgo keeps its transaction state for the TryAbort retry; so do we
+		h.mu.Lock()
+		writes := h.endTxnWrites - before.endTxnWrites
+		h.mu.Unlock()
+		// One EndTxn with a definite answer is that answer. After a resend (kgo resends
+		// on a lost connection), a refusal may answer a later instance's state, not
+		// this commit: the first send may have committed.
+		if !bool(commit) || writes == 0 || idErr != nil || (writes == 1 && isDefiniteAnswer(err)) {
+			return err // kgo keeps its transaction state for the TryAbort retry; so do we
+		}
+		// The commit reached the wire and its answer was lost: learn the outcome.
+		if err := resolveCommit(ctx, cl, pid, epoch, err); err != nil {
+			return err
+		}
+		// Committed. kgo still holds the transaction as unconfirmed; its TryAbort retry
+		// only reloads the producer id (InitProducerId with this id and epoch, which
+		// continues after a completed transaction) and sends no EndTxn.
+		_ = cl.EndTransaction(ctx, kgo.TryAbort)
+		h.mu.Lock()
+		h.resetLocked()
+		h.mu.Unlock()
+		return nil
 	}
 	h.mu.Lock()
 	kgoSent := h.endTxnWrites > before.endTxnWrites
@@ -214,6 +261,7 @@ func endAcksOnly(ctx context.Context, cl *kgo.Client, commit bool) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
 	var last error
+	sent := false // an earlier EndTxn of this loop may have reached the coordinator
 	for range endTxnRounds {
 		resp, err := co.do(ctx, endTxnV4{req})
 		if err == nil {
@@ -230,15 +278,31 @@ func endAcksOnly(ctx context.Context, cl *kgo.Client, commit bool) error {
 			if coordinatorMoved(err) {
 				co.invalidate()
 			} else if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+				if commit && sent && !errors.Is(err, kerr.InvalidTxnState) {
+					// A refusal after a resend may answer another instance's state: an
+					// earlier send may have committed. (A repeat of a completed commit is
+					// answered with success; INVALID_TXN_STATE means none is open or done.)
+					return fmt.Errorf("%w: EndTxn (commit) of %q: %w", ErrCommitOutcomeUnknown, id, err)
+				}
 				return fmt.Errorf("kgoext: EndTxn (commit %v) of %q: %w", commit, id, err)
 			}
 		} else if ctx.Err() != nil {
-			return fmt.Errorf("kgoext: EndTxn (commit %v) of %q: %w", commit, id, err)
+			return endAcksGaveUp(commit, id, err)
 		}
+		sent = true
 		last = err
 		if err := sleepCtx(ctx, shareAckBackoff); err != nil {
-			return fmt.Errorf("%w (last error: %w)", err, last)
+			return endAcksGaveUp(commit, id, fmt.Errorf("%w (last error: %w)", err, last))
 		}
 	}
-	return fmt.Errorf("kgoext: EndTxn (commit %v) of %q: gave up after %d tries: %w", commit, id, endTxnRounds, last)
+	return endAcksGaveUp(commit, id, fmt.Errorf("gave up after %d tries: %w", endTxnRounds, last))
+}
+
+// endAcksGaveUp is endAcksOnly's error when no definite answer came: for a commit, one of
+// the EndTxn sent may have committed.
+func endAcksGaveUp(commit bool, id string, err error) error {
+	if commit {
+		return fmt.Errorf("%w: EndTxn (commit) of %q: %w", ErrCommitOutcomeUnknown, id, err)
+	}
+	return fmt.Errorf("kgoext: EndTxn (abort) of %q: %w", id, err)
 }
