@@ -88,7 +88,10 @@
 //   - At start-up, once the store and the transaction coordinator are loaded and before
 //     serving: ResolveOrphanedStagings with the coordinator as TxnOutcomes and the marker
 //     path as MarkerWriter, so stagings whose marker the log lost are resolved
-//     (recover.go).
+//     (recover.go). The Manager keeps both and repeats the check while it runs (every
+//     Config.OrphanCheckInterval, and when a share partition loads with TX_PENDING
+//     records). The MarkerWriter must hand its context on to ApplyMarker: it carries the
+//     staged epoch that makes the store check the marker where it applies.
 //   - Serves DescribeShareGroupOffsets from Offsets, and `exactq share describe` from
 //     Describe.
 //   - Calls Close on shutdown, before closing the store and the logs.

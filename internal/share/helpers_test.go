@@ -354,6 +354,7 @@ type fakeTimer struct {
 	c       chan time.Time
 	d       time.Duration
 	stopped bool
+	fired   bool // by fireTimer
 }
 
 func (f *fakeTimer) C() <-chan time.Time { return f.c }

@@ -139,6 +139,12 @@ type Config struct {
 	NewTimer func(d time.Duration) Timer
 	// ManualTick starts no lock-expiry goroutine: the caller calls Tick (tests).
 	ManualTick bool
+	// OrphanCheckInterval is how often, once the broker has called
+	// ResolveOrphanedStagings, the Manager checks the TX_PENDING stagings with the
+	// transaction coordinator again, so a staging whose marker was lost is resolved
+	// while the broker runs (default 30 s; a share partition loading with TX_PENDING
+	// records also starts a check).
+	OrphanCheckInterval time.Duration
 	// TxnMemberCheck is TxnShareAcknowledge's member check (decision D7): nil when the
 	// member exists in share group groupID with exactly memberEpoch, else the error to
 	// answer at the top level (kerr.FencedMemberEpoch for a stale or future epoch,
@@ -173,6 +179,9 @@ func (c *Config) defaults() {
 	if c.MaxWait <= 0 {
 		c.MaxWait = 5 * time.Minute
 	}
+	if c.OrphanCheckInterval <= 0 {
+		c.OrphanCheckInterval = 30 * time.Second
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -205,8 +214,9 @@ type Manager struct {
 	sessions sessionCache
 	closed   bool
 
-	timers timerHeap
-	txn    txnCounters
+	timers  timerHeap
+	txn     txnCounters
+	orphans orphanRecovery
 
 	writes sync.WaitGroup // in-flight store writes
 	stop   chan struct{}
@@ -227,6 +237,7 @@ func NewManager(cfg Config, logs Logs, store *sharestate.Store) *Manager {
 		done:     make(chan struct{}),
 	}
 	m.timers.init()
+	m.orphans.kick = make(chan struct{}, 1)
 	if cfg.ManualTick {
 		close(m.done)
 	} else {
@@ -248,6 +259,7 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	close(m.stop)
 	<-m.done
+	m.orphans.loop.Wait()
 	m.writes.Wait()
 }
 
@@ -359,6 +371,14 @@ func (m *Manager) load(p *partition) error {
 		}
 		p.sp = sp
 		return nil
+	}
+	for _, b := range st.Batches {
+		if b.DeliveryState == sharestate.StateTxPending {
+			// Its marker may have been lost while the partition was not loaded: check
+			// with the coordinator now rather than at the next interval.
+			m.kickOrphanCheck()
+			break
+		}
 	}
 	sp, err := sharepartition.RestoreFrom(pc, st.StartOffset, st.StateEpoch, fromStoreBatches(st.Batches))
 	if err != nil {

@@ -195,7 +195,14 @@ func txnAckBatches(in []wire.TxnShareAcknowledgeRequestTopicPartitionAcknowledge
 // partitions that are not live get the resolution from the store when they load. A
 // failed appendMarker resolves nothing and is returned; the coordinator retries.
 func (m *Manager) ApplyMarker(ctx context.Context, statePartition int32, pid int64, epoch int16, commit bool, appendMarker func(ctx context.Context) error) error {
-	res, err := m.store.ApplyMarkerResult(ctx, statePartition, pid, epoch, commit, appendMarker)
+	var res sharestate.MarkerResult
+	var err error
+	if staged, ok := ctx.Value(orphanStagedEpoch{}).(int16); ok {
+		// Written again by resolveOrphans for a staging whose marker was lost.
+		res, err = m.store.ApplyOrphanMarker(ctx, statePartition, pid, epoch, commit, staged, appendMarker)
+	} else {
+		res, err = m.store.ApplyMarkerResult(ctx, statePartition, pid, epoch, commit, appendMarker)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package sharestate
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -134,7 +135,22 @@ type Marker struct {
 	Epoch            int16
 	Commit           bool
 	CoordinatorEpoch int32
+	// Orphan makes it a marker written again for acknowledgements staged at epoch
+	// StagedEpoch or below whose own marker never reached the log (share.Manager's
+	// orphan recovery). Such a marker is checked against the Core when it applies, not
+	// when the transaction coordinator was asked, because the share partition kept
+	// running in between: it resolves nothing and is not appended when nothing of the
+	// producer is staged at StagedEpoch or below any more (the lost marker's transaction
+	// was resolved meanwhile), and it is refused with ErrLaterStaging when the producer
+	// has staged at an epoch above StagedEpoch and up to Epoch since (a later
+	// transaction's acknowledgements, which this marker's epoch would resolve too).
+	Orphan      bool
+	StagedEpoch int16
 }
+
+// ErrLaterStaging refuses an Orphan marker that would also resolve acknowledgements
+// staged by a later transaction of the producer.
+var ErrLaterStaging = errors.New("sharestate: the producer has staged acknowledgements in a later transaction that this marker would resolve")
 
 // Replayed is one stored batch, stepped in log order while loading. Reply: Done (a
 // malformed record).
@@ -212,7 +228,10 @@ type ReinitializeReply struct {
 type DeleteTopicsReply struct{ Keys []Key }
 
 // MarkerReply answers Marker.
-type MarkerReply struct{ Result MarkerResult }
+type MarkerReply struct {
+	Result MarkerResult
+	Err    error // an Orphan marker refused: ErrLaterStaging
+}
 
 // TickReply answers Tick with the number of cold snapshots written.
 type TickReply struct{ ColdSnapshots int }
@@ -507,12 +526,40 @@ func (c *Core) deleteTopics(in DeleteTopics) Step {
 // rule, applyMarker) and asks for the control batch. Nothing else is written: the marker
 // in the log is the durable record of the outcome, and replay applies it at its position.
 func (c *Core) marker(in Marker) Step {
+	if in.Orphan {
+		upTo, later := c.stagedAround(in.ProducerID, in.StagedEpoch, in.Epoch)
+		if later {
+			return Step{Reply: MarkerReply{Err: ErrLaterStaging}}
+		}
+		if !upTo {
+			return Step{Reply: MarkerReply{}} // resolved meanwhile: nothing to append
+		}
+	}
 	res := c.applyMarker(in.ProducerID, in.Epoch, in.Commit)
 	st := Step{Marker: &in, Reply: MarkerReply{Result: res}}
 	for _, k := range res.Keys {
 		st.Resolved = append(st.Resolved, Resolution{Key: k, ProducerID: in.ProducerID, Epoch: in.Epoch, Commit: in.Commit})
 	}
 	return st
+}
+
+// stagedAround reports whether pid has TX_PENDING offsets staged at epoch upTo or below,
+// and whether it has some staged above upTo and at most epoch (Marker.Orphan).
+func (c *Core) stagedAround(pid int64, upTo, epoch int16) (below, later bool) {
+	for k := range c.pending[pid] {
+		for _, b := range c.view(c.keys[k]) {
+			if b.DeliveryState != StateTxPending || b.TxnProducerID != pid {
+				continue
+			}
+			switch e := b.TxnProducerEpoch; {
+			case e <= upTo:
+				below = true
+			case e <= epoch:
+				later = true
+			}
+		}
+	}
+	return below, later
 }
 
 // committed gives the in-flight snapshots the log's offsets.

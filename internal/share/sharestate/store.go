@@ -347,6 +347,24 @@ func (s *Store) ApplyMarkerResult(ctx context.Context, partition int32, pid int6
 	return st.Reply.(MarkerReply).Result, nil
 }
 
+// ApplyOrphanMarker is ApplyMarkerResult for a marker written again for acknowledgements
+// staged by pid at stagedEpoch or below whose own marker never reached the log
+// (Marker.Orphan): checked against the partition's state when it applies, it is not
+// appended when nothing is staged that low any more, and is refused with ErrLaterStaging
+// when it would resolve a later transaction's stagings too.
+func (s *Store) ApplyOrphanMarker(ctx context.Context, partition int32, pid int64, epoch int16, commit bool, stagedEpoch int16, appendMarker func(context.Context) error) (MarkerResult, error) {
+	d, err := s.driverOf(partition)
+	if err != nil {
+		return MarkerResult{}, err
+	}
+	st, err := d.marker(ctx, Marker{ProducerID: pid, Epoch: epoch, Commit: commit, Orphan: true, StagedEpoch: stagedEpoch}, appendMarker)
+	if err != nil {
+		return MarkerResult{}, err
+	}
+	r := st.Reply.(MarkerReply)
+	return r.Result, r.Err
+}
+
 // CompleteTxn resolves, in memory, the TX_PENDING batches of the given partition staged by
 // pid with an epoch <= epoch: on commit each takes its staged commit state (ACKNOWLEDGED,
 // ARCHIVED or ARCHIVING), on abort its staged abort state (AVAILABLE, or ARCHIVED at the
