@@ -309,10 +309,15 @@ func (m *member) replaceProducer(ctx context.Context) error {
 
 // startTransactions runs the producer's init until it succeeds, retrying until ctx ends
 // unless the error is permanent. Each retry is a new producer: a kgo client keeps a failed
-// producer id load as its state, and a fresh client starts clean.
+// producer id load as its state, and a fresh client starts clean. Only a fencingProducer
+// starts here; a Checkpointer's starts in Recover.
 func (m *member) startTransactions(ctx context.Context) error {
 	for {
-		err := m.producer.init(ctx)
+		p, ok := m.producer.(fencingProducer)
+		if !ok {
+			return stepErr(ErrFenced, errors.New("eos: this producer starts only in Recover, which keeps its prepared transaction"))
+		}
+		err := p.init(ctx)
 		if err == nil {
 			m.broken = false
 			return nil
@@ -324,11 +329,11 @@ func (m *member) startTransactions(ctx context.Context) error {
 			return err
 		}
 		m.producer.close()
-		p, err := m.cfg.newProducer()
+		next, err := m.cfg.newProducer()
 		if err != nil {
 			return err
 		}
-		m.producer = p
+		m.producer = next
 	}
 }
 

@@ -146,3 +146,73 @@ func TestAbortGivesEveryInputBack(t *testing.T) {
 		eostest.WaitNoneHeld(t, b, "g-replaced")
 	})
 }
+
+// A Checkpointer's producer never starts the plain way (InitProducerId without
+// keepPreparedTxn), which would abort the prepared transaction of a checkpoint that may
+// be durable: the member refuses to start or replace it, the transaction stays prepared,
+// and the next instance's Recover with the checkpoint's snapshot finds and commits it,
+// every output once.
+func TestCheckpointerProducerStartsOnlyInRecover(t *testing.T) {
+	b := eostest.Start(t, eostest.TwoPhaseCommit())
+	eostest.CreateTopic(t, b.Addr, "in", 1)
+	eostest.CreateTopic(t, b.Addr, "out", 1)
+	eostest.ReadFromEarliest(t, b.Addr, "ckpt")
+	inputs := eostest.Inputs(10)
+	eostest.Produce(t, b.Addr, "in", 1, inputs)
+	cfg := CheckpointerConfig{Brokers: []string{b.Addr}, Group: "ckpt", Topics: []string{"in"},
+		TransactionalID: "ckpt-start", RetryBackoff: 20 * time.Millisecond}
+	open := func() *Checkpointer {
+		c, err := NewCheckpointer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	ctx := eostest.Context(t)
+	c := open()
+	if _, err := c.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for seen := 0; seen < len(inputs); {
+		recs, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range recs {
+			if err := c.Produce(ctx, &kgo.Record{Topic: "out", Value: append([]byte("out-"), in.Value...)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Acknowledge(in, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen += len(recs)
+	}
+	if err := c.PrepareCommit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.SnapshotState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.m.startTransactions(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("startTransactions of a Checkpointer's producer: %v, want ErrFenced", err)
+	}
+	if err := c.m.replaceProducer(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("replaceProducer of a Checkpointer's producer: %v, want ErrFenced", err)
+	}
+
+	rec, err := open().Recover(ctx, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Found || !rec.Committed {
+		t.Fatalf("Recover with the checkpoint's snapshot: %+v, want the prepared transaction found and committed", rec)
+	}
+	want := make([]string, len(inputs))
+	for i, v := range inputs {
+		want[i] = "out-" + v
+	}
+	eostest.ExactlyOnce(t, eostest.Committed(t, b.Addr, "out", 1), want)
+}

@@ -15,9 +15,6 @@ import (
 // Checkpointer (twopcProducer, which kgo cannot be: its InitProducerId would abort the
 // prepared transaction). The member drives either through these calls.
 type txnProducer interface {
-	// init registers the transactional id (InitProducerId): it fences every earlier
-	// instance and aborts the transaction such an instance left open.
-	init(ctx context.Context) error
 	begin() error
 	produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 	// flush waits until every produced record has its outcome.
@@ -26,6 +23,18 @@ type txnProducer interface {
 	commit(ctx context.Context) error
 	abort(ctx context.Context) error
 	close()
+}
+
+// fencingProducer is a producer that starts by registering its transactional id the plain
+// way (InitProducerId): that fences every earlier instance and aborts the transaction such
+// an instance left open, prepared or not. Only the Runner's kgoProducer is one. A
+// Checkpointer's twopcProducer must never start so, since it would abort the prepared
+// transaction of a checkpoint that may be durable: it starts in Checkpointer.Recover
+// (RecoverPreparedTransaction, InitProducerId with keepPreparedTxn), which commits or
+// aborts that transaction by the snapshot, and a fenced one is not replaced.
+type fencingProducer interface {
+	txnProducer
+	init(ctx context.Context) error
 }
 
 // newClient is a kgo client of brokers with the user's options (TLS, SASL, dialer, ...)
@@ -101,8 +110,7 @@ func newTwopcProducer(brokers []string, txnID string, user []kgo.Opt) (*twopcPro
 	return &twopcProducer{cl: cl, p: p}, nil
 }
 
-func (p *twopcProducer) init(ctx context.Context) error { return p.p.InitTransactions(ctx) }
-func (p *twopcProducer) begin() error                   { return p.p.BeginTransaction() }
+func (p *twopcProducer) begin() error { return p.p.BeginTransaction() }
 func (p *twopcProducer) produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	p.p.Produce(ctx, r, promise)
 }
