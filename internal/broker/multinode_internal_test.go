@@ -250,6 +250,17 @@ func TestThreeVotersOneCluster(t *testing.T) {
 	}
 
 	c.stop(ctl)
+	// Sent at once, while the survivors elect: the broker retries through the failed
+	// connection, no leader and NOT_CONTROLLER until the new controller answers.
+	var survivor *Broker
+	for _, b := range c.brokers {
+		survivor = b
+		break
+	}
+	req.Topics[0].Topic = "after-failover"
+	if resp := survivor.forwardAdmin(context.Background(), "test", req).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics during the election: %+v", resp.Topics)
+	}
 	newCtl, _ := c.controller()
 	if newCtl == ctl {
 		t.Fatalf("the stopped node %d is still the controller", ctl)
