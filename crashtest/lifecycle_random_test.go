@@ -185,7 +185,7 @@ func lifecycleRandom(t *testing.T, seed int64) {
 	for _, w := range ws {
 		w.stop(t)
 	}
-	aborted := checkOutputOnce(t, e.addr, e.adm, out, n)
+	aborted := checkOutputOnce(t, e.addr, e.adm, out, n, ws)
 	st := checkLedger(t, ws, n)
 	if so, lag := shareOffsets(t, e.adm, group, in); so != int64(n) || lag != 0 {
 		t.Errorf("final: share start offset %d lag %d, want %d and 0", so, lag, n)

@@ -523,7 +523,10 @@ func checkLedger(t *testing.T, ws []*lcWorker, n int) lcStats {
 // checks: both agree on what is committed (no aborted output visible), and the committed
 // outputs are the inputs 0..n-1, each exactly once. It returns the number of aborted
 // output records.
-func checkOutputOnce(t *testing.T, addr string, adm *kadm.Client, topic string, n int) int {
+//
+// When an input has no committed output or several, the failure also says, for each such
+// input, what a diagnosis needs (lcDiagnosis): ws are the workers whose lines it reads.
+func checkOutputOnce(t *testing.T, addr string, adm *kadm.Client, topic string, n int, ws []*lcWorker) int {
 	t.Helper()
 	hwm := awaitTxnsDecided(t, adm, topic, 30*time.Second)
 	from, to := []int64{0}, []int64{hwm}
@@ -539,6 +542,7 @@ func checkOutputOnce(t *testing.T, addr string, adm *kadm.Client, topic string, 
 	open := map[int64][]*kgo.Record{}
 	committed := map[int64]string{}
 	aborted := 0
+	abortedAt := map[int64]bool{}
 	for _, r := range ru[0] {
 		if !r.Attrs.IsControl() {
 			open[r.ProducerID] = append(open[r.ProducerID], r)
@@ -550,6 +554,7 @@ func checkOutputOnce(t *testing.T, addr string, adm *kadm.Client, topic string, 
 				committed[d.Offset] = string(d.Value)
 			} else {
 				aborted++
+				abortedAt[d.Offset] = true
 			}
 		}
 		delete(open, r.ProducerID)
@@ -578,9 +583,11 @@ func checkOutputOnce(t *testing.T, addr string, adm *kadm.Client, topic string, 
 	if seen != len(committed) {
 		bad = append(bad, fmt.Sprintf("read_committed returned %d records, the COMMIT markers commit %d", seen, len(committed)))
 	}
+	var wrong []int
 	for id, c := range times {
 		if c != 1 {
 			bad = append(bad, fmt.Sprintf("input %d: %d committed outputs, want 1", id, c))
+			wrong = append(wrong, id)
 		}
 	}
 	if len(bad) > 0 {
@@ -589,7 +596,139 @@ func checkOutputOnce(t *testing.T, addr string, adm *kadm.Client, topic string, 
 		}
 		t.Errorf("output %s (%d inputs, %d committed, %d aborted):\n%s", topic, n, seen, aborted, joinLines(bad))
 	}
+	if len(wrong) > 0 {
+		t.Errorf("what became of the inputs with the wrong number of outputs:\n%s",
+			lcDiagnosis(t, ws, wrong, ru[0], committed, abortedAt))
+	}
 	return aborted
+}
+
+// lcDiagnosisMax bounds the inputs lcDiagnosis describes in full.
+const lcDiagnosisMax = 12
+
+// lcDiagnosis describes what became of the inputs ids (offset = id on the input
+// partition, which the test writes densely and non-transactionally), for a failure that
+// must be diagnosed from its log alone:
+//
+//   - every output record carrying the input in the output log (read_uncommitted), with
+//     its producer id and epoch and whether a COMMIT or ABORT marker ended it;
+//   - every checkpoint batch of every worker run that held the input, with its delivery
+//     count, whether that batch is the worker's durable checkpoint, and what the worker
+//     recorded for that checkpoint afterwards (the transaction prepared, with its producer
+//     id and epoch; aborted; committed; the step it paused or crashed at; the run's exit)
+//     and, when the run ended there, what the next run's Recover found and did;
+//   - what the workers recorded of the transactions of the producer ids seen above.
+//
+// The share state of the offsets is not readable through the Kafka API of a broker
+// process; the drain check each cycle already showed them ACKNOWLEDGED or ARCHIVED (the
+// share start offset past them, lag 0).
+func lcDiagnosis(t *testing.T, ws []*lcWorker, ids []int, out []*kgo.Record, committed map[int64]string, abortedAt map[int64]bool) string {
+	t.Helper()
+	var b strings.Builder
+	if len(ids) > lcDiagnosisMax {
+		fmt.Fprintf(&b, "(the first %d of %d)\n", lcDiagnosisMax, len(ids))
+		ids = ids[:lcDiagnosisMax]
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[strconv.Itoa(id)] = true
+	}
+	outs := map[string][]string{}
+	for _, r := range out {
+		if r.Attrs.IsControl() || !want[string(r.Value)] {
+			continue
+		}
+		fate := "no marker"
+		switch {
+		case committed[r.Offset] != "":
+			fate = "COMMITTED"
+		case abortedAt[r.Offset]:
+			fate = "aborted"
+		}
+		outs[string(r.Value)] = append(outs[string(r.Value)], fmt.Sprintf("out@%d pid=%d epoch=%d %s", r.Offset, r.ProducerID, r.ProducerEpoch, fate))
+	}
+	type wl struct {
+		w     *lcWorker
+		lines []lcLine
+		last  map[int64]int // checkpoint -> index of its last batch line (the durable one's)
+		dur   int64
+	}
+	var wls []wl
+	for _, w := range ws {
+		x := wl{w: w, lines: w.snapshotLines(), last: map[int64]int{}, dur: w.lastStored(t)}
+		for i, l := range x.lines {
+			if strings.HasPrefix(l.text, "batch ") {
+				if k, _, err := parseBatch(l.text); err == nil {
+					x.last[k] = i
+				}
+			}
+		}
+		wls = append(wls, x)
+	}
+	for _, id := range ids {
+		v := strconv.Itoa(id)
+		o := strings.Join(outs[v], "; ")
+		if o == "" {
+			o = "none in the output log"
+		}
+		fmt.Fprintf(&b, "input %d (offset %d):\n  outputs: %s\n", id, id, o)
+		for _, x := range wls {
+			for i, l := range x.lines {
+				if !strings.HasPrefix(l.text, "batch ") {
+					continue
+				}
+				k, ins, err := parseBatch(l.text)
+				if err != nil {
+					continue
+				}
+				count := -1
+				for _, in := range ins {
+					if in.id == id {
+						count = in.count
+					}
+				}
+				if count < 0 {
+					continue
+				}
+				durable := "not durable"
+				if x.last[k] == i && k <= x.dur {
+					durable = "the durable checkpoint"
+				}
+				fmt.Fprintf(&b, "  %s run %d: batch ckpt=%d of %d inputs, delivery %d, %s; then:\n", x.w.name, l.run, k, len(ins), count, durable)
+				for _, f := range lcFate(x.lines, i) {
+					fmt.Fprintf(&b, "    [run %d] %s\n", f.run, f.text)
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+// lcFate is what a worker recorded after the batch line at i: its run's lines up to the
+// next batch line (at most 12), and, when the run ended before one, the next run's first
+// lines up to its Recover's answer.
+func lcFate(lines []lcLine, i int) []lcLine {
+	run := lines[i].run
+	var out []lcLine
+	j := i + 1
+	for ; j < len(lines) && lines[j].run == run && len(out) < 12; j++ {
+		if strings.HasPrefix(lines[j].text, "batch ") {
+			return out
+		}
+		out = append(out, lines[j])
+	}
+	for ; j < len(lines) && lines[j].run == run; j++ {
+		if strings.HasPrefix(lines[j].text, "batch ") {
+			return out
+		}
+	}
+	for k := 0; j < len(lines) && k < 6; j, k = j+1, k+1 {
+		out = append(out, lines[j])
+		if strings.HasPrefix(lines[j].text, "recovered ") {
+			break
+		}
+	}
+	return out
 }
 
 // awaitEndOffset waits until partition 0 of topic has at least want offsets.
@@ -725,7 +864,7 @@ func lifecycleCrashOnce(t *testing.T, e *lcEnv, f lcFault) {
 		t.Fatalf("share start offset %d lag %d after %v, want %d and 0; worker lines:\n%s", st, lag, took, n, w.tail(40))
 	}
 	w.stop(t)
-	aborted := checkOutputOnce(t, e.addr, e.adm, out, n)
+	aborted := checkOutputOnce(t, e.addr, e.adm, out, n, []*lcWorker{w})
 	stats := checkLedger(t, []*lcWorker{w}, n)
 
 	// The outcome of checkpoint 2.

@@ -417,6 +417,9 @@ func (w *worker) checkpoint() (int, error) {
 	if err != nil {
 		return exitFailed, fmt.Errorf("snapshot of checkpoint %d: %w", n, err)
 	}
+	if s, err := eos.DecodeSnapshot(snap); err == nil {
+		say("prepared ckpt=%d txn=%v pid=%d epoch=%d", n, s.Prepared, s.ProducerID, s.Epoch)
+	}
 	w.f.hit(StepAfterSnapshot, n)
 	if err := store(w.cfg.statePath, stored{N: n, Snapshot: snap}); err != nil {
 		return exitFailed, fmt.Errorf("store checkpoint %d: %w", n, err)
