@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -202,6 +203,24 @@ func TestThreeProcessCluster(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatalf("after killing node %d: %v", victim, err)
+	}
+	// exactq cluster status -b names the leaderless partitions and leaves the dead node out.
+	survivor := (victim + 1) % 3
+	out, err := exec.CommandContext(ctx, builtExactq(t), "cluster", "status", "-b", c.Client[survivor]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("exactq cluster status: %v\n%s", err, out)
+	}
+	shown := string(out)
+	for p, l := range leaders {
+		row := regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+%d\s+%d\s+%d\s+LEADER_NOT_AVAILABLE$`, clusterTopic, p, l, l))
+		if (int(l) == victim) != row.MatchString(shown) {
+			t.Fatalf("exactq cluster status after killing node %d: partition %d (led by %d) wrong in\n%s", victim, p, l, shown)
+		}
+	}
+	_, brokers, _ := strings.Cut(shown, "\nBrokers:")
+	brokers, _, _ = strings.Cut(brokers, "\nPartitions without a leader")
+	if strings.Contains(brokers, c.Client[victim]) || strings.Count(brokers, "127.0.0.1:") != 2 {
+		t.Fatalf("exactq cluster status after killing node %d, brokers:%s", victim, brokers)
 	}
 	more := newKgo(t, c.Bootstrap(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for p := range int32(clusterPartitions) {

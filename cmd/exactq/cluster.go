@@ -238,7 +238,12 @@ func printBrokersAndLeaderless(ctx context.Context, stdout io.Writer, cl *kgo.Cl
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var rows []string
+	type leaderless struct {
+		topic     string
+		partition int32
+		row       string
+	}
+	var rows []leaderless
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.Leader >= 0 {
@@ -248,7 +253,8 @@ func printBrokersAndLeaderless(ctx context.Context, stdout io.Writer, cl *kgo.Cl
 			if t.Topic != nil {
 				name = *t.Topic
 			}
-			rows = append(rows, fmt.Sprintf("%s\t%d\t%s\t%s\t%s\n", name, p.Partition, ids(p.Replicas), ids(p.OfflineReplicas), errorName(p.ErrorCode)))
+			rows = append(rows, leaderless{name, p.Partition,
+				fmt.Sprintf("%s\t%d\t%s\t%s\t%s\n", name, p.Partition, ids(p.Replicas), ids(p.OfflineReplicas), errorName(p.ErrorCode))})
 		}
 	}
 	if len(rows) == 0 {
@@ -258,9 +264,14 @@ func printBrokersAndLeaderless(ctx context.Context, stdout io.Writer, cl *kgo.Cl
 	fmt.Fprintln(stdout, "\nPartitions without a leader:")
 	tw = newTable(stdout)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tREPLICAS\tOFFLINE\tERROR")
-	slices.Sort(rows)
+	slices.SortFunc(rows, func(a, b leaderless) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.partition - b.partition)
+	})
 	for _, r := range rows {
-		fmt.Fprint(tw, r)
+		fmt.Fprint(tw, r.row)
 	}
 	return tw.Flush()
 }
