@@ -186,11 +186,13 @@ func EndTransaction(ctx context.Context, cl *kgo.Client, commit kgo.TransactionE
 		commit = kgo.TryAbort
 	}
 
-	// The producer id and epoch kgo's EndTxn carries: what a resend must carry too.
+	// The producer id and epoch kgo's EndTxn carries: what a resend must carry too. A
+	// transaction with records or acknowledgements has it loaded already; an empty one
+	// sends no EndTxn, and asking would load one.
 	var pid int64
 	var epoch int16
-	var idErr error
-	if commit {
+	idErr := errors.New("kgoext: no producer id read")
+	if bool(commit) && (before.buffered > 0 || before.acksSent) {
 		pid, epoch, idErr = cl.ProducerID(ctx)
 	}
 	if err := cl.EndTransaction(ctx, commit); err != nil {
