@@ -254,3 +254,49 @@ func TestListOffsetsAndDeleteRecords(t *testing.T) {
 		t.Fatalf("start offset after restart: %v %+v", err, start["lo"][0])
 	}
 }
+
+// DeleteRecords on a topic whose cleanup.policy is compact alone is refused with
+// POLICY_VIOLATION, as Kafka does; compact,delete and delete allow it, and an altered
+// policy applies to the next request.
+func TestDeleteRecordsRefusedOnCompactedTopic(t *testing.T) {
+	tb := testbroker.Start(t)
+	adm := kadm.NewClient(newClient(t, tb.Addr))
+	ctx := ctxT(t)
+	policies := map[string]string{"only-compact": "compact", "compact-delete": "compact,delete", "only-delete": "delete"}
+	for topic, policy := range policies {
+		if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": kadm.StringPtr(policy)}, topic); err != nil {
+			t.Fatal(err)
+		}
+		produceN(t, newClient(t, tb.Addr, kgo.DefaultProduceTopic(topic)), topic, 10)
+	}
+	deleteBefore := func(topic string, at int64) kadm.DeleteRecordsResponse {
+		t.Helper()
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: topic, Partition: 0, At: at})
+		dr, err := adm.DeleteRecords(ctx, os)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dr[topic][0]
+	}
+	if got := deleteBefore("only-compact", 5); !errors.Is(got.Err, kerr.PolicyViolation) {
+		t.Fatalf("compact topic: %+v, want POLICY_VIOLATION", got)
+	}
+	start, err := adm.ListStartOffsets(ctx, "only-compact")
+	if err != nil || start["only-compact"][0].Offset != 0 {
+		t.Fatalf("compact topic's start offset after the refusal: %v %+v", err, start["only-compact"][0])
+	}
+	for _, topic := range []string{"compact-delete", "only-delete"} {
+		if got := deleteBefore(topic, 5); got.Err != nil || got.LowWatermark != 5 {
+			t.Fatalf("%s (%s): %+v, want low watermark 5", topic, policies[topic], got)
+		}
+	}
+
+	alter := []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact,delete")}}
+	if _, err := adm.AlterTopicConfigs(ctx, alter, "only-compact"); err != nil {
+		t.Fatal(err)
+	}
+	if got := deleteBefore("only-compact", 3); got.Err != nil || got.LowWatermark != 3 {
+		t.Fatalf("after altering to compact,delete: %+v, want low watermark 3", got)
+	}
+}

@@ -103,6 +103,8 @@ func (b *Broker) handleDeleteRecords(req *server.Request, r *kmsg.DeleteRecordsR
 				sp.ErrorCode = rt.err.Code
 			case t.internal:
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case deleteRefusedByPolicy(t):
+				sp.ErrorCode = kerr.PolicyViolation.Code
 			default:
 				// -1 means "up to the high watermark"; beyond it is out of range.
 				before := rp.Offset
@@ -126,4 +128,12 @@ func (b *Broker) handleDeleteRecords(req *server.Request, r *kmsg.DeleteRecordsR
 		resp.Topics = append(resp.Topics, st)
 	}
 	return server.Reply{Resp: resp}
+}
+
+// deleteRefusedByPolicy is Kafka's rule (Partition.deleteRecordsOnLeader): a topic whose
+// cleanup.policy is compact without delete keeps its records until the cleaner removes
+// them, so DeleteRecords is refused; compact,delete and delete alone allow it.
+func deleteRefusedByPolicy(t *topic) bool {
+	_, settings := t.snapshot()
+	return settings.log.Compact && !settings.log.Delete
 }
