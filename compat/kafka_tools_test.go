@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -234,8 +235,8 @@ func awaitEmpty(t *testing.T, tool func(args ...string) string, group string) {
 
 // TestKafkaTools runs Apache Kafka 4.4's own command-line tools, each as the Java main
 // class its shell script starts, against one exactq broker, and checks the parts of their
-// output a user reads. kafka-transactions abort (WriteTxnMarkers) and kafka-log-dirs
-// (DescribeLogDirs) are not here: exactq does not serve those requests yet.
+// output a user reads. kafka-transactions abort (WriteTxnMarkers) is not here: exactq does
+// not serve that request yet.
 func TestKafkaTools(t *testing.T) {
 	kafkaToolsClasspath(t) // skips without Java, before a broker starts
 	cfg := map[string]string{"message.max.bytes": "2000000"}
@@ -555,6 +556,49 @@ func TestKafkaTools(t *testing.T) {
 		out, err := runKafkaTool(t, "TransactionsCommand", append(slices.Clone(boot), "describe", "--transactional-id", "tools-no-such-id")...)
 		if err == nil || !strings.Contains(out, "the ID could not be found") {
 			t.Fatalf("describe of an unknown transactional id: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("kafka-log-dirs", func(t *testing.T) {
+		const topic = "tools-logdirs"
+		createTopic(t, newAdmin(t, tb.Addr), topic, 2, nil)
+		produceN(t, topic, 300)
+		out := tool(t, "LogDirsCommand", "--describe", "--topic-list", topic)
+		mustContain(t, "--describe", out, `(?m)^Received log directory information from brokers 1$`)
+		var report struct {
+			Brokers []struct {
+				Broker  int
+				LogDirs []struct {
+					LogDir     string
+					Error      *string
+					Partitions []struct {
+						Partition string
+						Size      int64
+						OffsetLag int64
+						IsFuture  bool
+					}
+				}
+			}
+		}
+		jsonLine := out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
+		if err := json.Unmarshal([]byte(jsonLine), &report); err != nil || len(report.Brokers) != 1 || len(report.Brokers[0].LogDirs) != 1 {
+			t.Fatalf("--describe, want one broker with one log dir: %v\n%s", err, out)
+		}
+		dir := report.Brokers[0].LogDirs[0]
+		if abs, _ := filepath.Abs(tb.DataDir); dir.LogDir != abs || dir.Error != nil || len(dir.Partitions) != 2 {
+			t.Fatalf("--describe, want %s without error and the topic's 2 partitions:\n%s", abs, out)
+		}
+		for _, p := range dir.Partitions {
+			segments, _ := filepath.Glob(filepath.Join(tb.DataDir, p.Partition, "*.log"))
+			var onDisk int64
+			for _, seg := range segments {
+				if fi, err := os.Stat(seg); err == nil {
+					onDisk += fi.Size()
+				}
+			}
+			if !strings.HasPrefix(p.Partition, topic+"-") || p.Size != onDisk || p.Size == 0 || p.OffsetLag != 0 || p.IsFuture {
+				t.Fatalf("--describe: %s has size %d (on disk %d), lag %d, future %v:\n%s", p.Partition, p.Size, onDisk, p.OffsetLag, p.IsFuture, out)
+			}
 		}
 	})
 

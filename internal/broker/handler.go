@@ -38,6 +38,7 @@ var implemented = []int16{
 	28, // TxnOffsetCommit
 	32, // DescribeConfigs
 	33, // AlterConfigs
+	35, // DescribeLogDirs
 	37, // CreatePartitions
 	42, // DeleteGroups
 	44, // IncrementalAlterConfigs
@@ -143,6 +144,8 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDescribeQuorum(ctx, req, r)
 	case *kmsg.DescribeProducersRequest:
 		return b.handleDescribeProducers(req, r)
+	case *kmsg.DescribeLogDirsRequest:
+		return b.handleDescribeLogDirs(req, r)
 	case *kmsg.AddPartitionsToTxnRequest:
 		return txnCall(b, ctx, req, r, (*txn.Coordinator).AddPartitionsToTxn)
 	case *kmsg.AddOffsetsToTxnRequest:
