@@ -12,7 +12,10 @@
 //     record still unacknowledged when the application polls again, so it cannot hold
 //     acknowledgements back for a transaction. Ours never acknowledges what the caller did
 //     not: in explicit mode (ExplicitAcks) a poll with unacknowledged records fails, and
-//     AcknowledgementsForTransaction takes the acknowledgements out of the normal path. It
+//     AcknowledgementsForTransaction takes the acknowledgements out of the normal path (a
+//     ShareFetch carries only acknowledgements recorded before the Poll that started it,
+//     so one still in flight when Poll returns never takes those meant for a
+//     transaction). It
 //     runs the KIP-932 protocol itself (ShareGroupHeartbeat membership, a share session per
 //     partition leader, acknowledgements piggybacked on ShareFetch or sent in
 //     ShareAcknowledge, gaps, ACCEPT/RELEASE/REJECT/RENEW) over the kgo client's

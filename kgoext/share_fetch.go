@@ -122,7 +122,7 @@ func (c *ShareConsumer) startFetches() (<-chan struct{}, *time.Timer) {
 		c.inflight[l] = true
 		c.wg.Add(1)
 		c.fetchWG.Add(1)
-		go c.fetch(l)
+		go c.fetch(l, c.piggybackLocked(l))
 	}
 	var t *time.Timer
 	if retry > 0 {
@@ -169,8 +169,21 @@ func (s *shareSession) reset() {
 	s.parts = map[TopicPartition]bool{}
 }
 
-// fetch runs one ShareFetch to leader and queues its result.
-func (c *ShareConsumer) fetch(leader int32) {
+// piggybackLocked takes the acknowledgements a fetch to leader starting now carries: those
+// of the partitions it fetches, unless a RENEW is among them (RENEW needs a request that
+// does not fetch). They are taken here, when Poll starts the fetch, not when the fetch's
+// goroutine gets the session: a fetch still in flight after its Poll returned must not
+// carry acknowledgements recorded after that Poll, which AcknowledgementsForTransaction
+// may yet take for a transaction (they would be applied outside it, and an abort of the
+// transaction would leave its inputs acknowledged without their outputs).
+func (c *ShareConsumer) piggybackLocked(leader int32) map[TopicPartition]map[int64]AckType {
+	return c.takeLocked(leader, func(tp TopicPartition, m map[int64]AckType) bool {
+		return c.assigned[tp] && c.meta.leader(tp) == leader && !hasType(m, AckRenew)
+	})
+}
+
+// fetch runs one ShareFetch to leader carrying acks, and queues its result.
+func (c *ShareConsumer) fetch(leader int32, acks map[TopicPartition]map[int64]AckType) {
 	defer c.wg.Done()
 	defer c.fetchWG.Done() // after the result is queued: Close drains it
 	res := &shareFetchResult{leader: leader}
@@ -185,10 +198,17 @@ func (c *ShareConsumer) fetch(leader int32) {
 	}()
 	s, err := c.acquire(c.ctx, leader)
 	if err != nil {
+		c.requeue(leader, acks)
 		res.err = err
 		return
 	}
 	defer s.release()
+	if s.epoch == 0 {
+		// A new session's first request carries no acknowledgements: they wait for the
+		// next fetch or CommitSync.
+		c.requeue(leader, acks)
+		acks = nil
+	}
 
 	c.mu.Lock()
 	want := map[TopicPartition]bool{}
@@ -196,14 +216,6 @@ func (c *ShareConsumer) fetch(leader int32) {
 		if c.meta.leader(tp) == leader {
 			want[tp] = true
 		}
-	}
-	// Piggyback the acks of partitions fetched here, unless a RENEW is among them (RENEW
-	// needs a request that does not fetch) or the session is new (epoch 0 carries no acks).
-	var acks map[TopicPartition]map[int64]AckType
-	if s.epoch > 0 {
-		acks = c.takeLocked(leader, func(tp TopicPartition, m map[int64]AckType) bool {
-			return want[tp] && !hasType(m, AckRenew)
-		})
 	}
 	ids := c.topicIDsLocked()
 	c.mu.Unlock()
