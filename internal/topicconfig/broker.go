@@ -203,7 +203,31 @@ func NewBrokerDefaults(static map[string]string) (*BrokerDefaults, error) {
 		b.static[name] = format(v)
 		b.values[name] = v
 	}
+	if err := b.checkTopicDefaults(); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+// checkTopicDefaults refuses broker settings whose topic defaults Kafka refuses at startup:
+// KafkaConfig requires the retention derived from log.retention.{ms,minutes,hours} to be -1
+// or at least 1, and LogManager builds its default LogConfig from the derived values, so each
+// must pass its topic config's validator (log.roll.ms=0 fails as segment.ms=0 would).
+func (b *BrokerDefaults) checkTopicDefaults() *Error {
+	if v, ok := b.synonymValue(defsByName[RetentionMs]); ok && v.(int64) == 0 {
+		return invalidConfig("log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
+	}
+	for _, d := range defs {
+		if d.validate == nil {
+			continue
+		}
+		if v, ok := b.synonymValue(d); ok {
+			if err := d.validate(d.Name, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 var kafkaDefaults, _ = NewBrokerDefaults(nil)
@@ -407,19 +431,27 @@ func nameFilter(names []string) func(string) bool {
 }
 
 // synonymValue returns the operator's value for a topic config's broker synonyms, converted
-// to the topic config's unit, and whether one was set.
+// to the topic config's unit, and whether one was set: the first synonym set wins
+// (log.retention.ms over log.retention.minutes over log.retention.hours), as
+// AbstractKafkaConfig's logRetentionTimeMillis, logRollTimeMillis, logRollTimeJitterMillis
+// and logFlushIntervalMs pick them. Any negative retention, in whichever unit, means
+// unlimited and becomes -1 (so log.retention.hours=-1 is -1, not -3600000). b must not be
+// nil.
 func (b *BrokerDefaults) synonymValue(d *Def) (any, bool) {
 	for _, s := range d.Synonyms {
-		raw, ok := b.staticValue(s.Name)
+		raw, ok := b.static[s.Name]
 		if !ok {
 			continue
 		}
-		v := b.value(s.Name)
+		v := convert(b.values[s.Name], d.Type)
 		if s.Factor != 1 {
 			n, _ := strconv.ParseInt(raw, 10, 64)
-			v = n * s.Factor
+			v = convert(n*s.Factor, d.Type)
 		}
-		return convert(v, d.Type), true
+		if n, ok := v.(int64); ok && d.Name == RetentionMs && n < 0 {
+			v = int64(-1)
+		}
+		return v, true
 	}
 	return nil, false
 }

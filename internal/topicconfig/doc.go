@@ -35,8 +35,20 @@
 // # Broker defaults
 //
 // BrokerDefaults holds the operator's static broker settings over Kafka's defaults. A topic
-// config falls back to its broker synonyms in Kafka's order (retention.ms ← log.retention.ms
-// ← log.retention.minutes ← log.retention.hours), then to Kafka's default. exactq has no
-// dynamic broker configs, so Describe never reports sources 2 or 3, and every BROKER config
-// is read-only.
+// config falls back to its broker synonyms in ServerTopicConfigSynonyms order, the first one
+// set winning and converted to the topic's unit (retention.ms ← log.retention.ms ←
+// log.retention.minutes ← log.retention.hours; segment.ms ← log.roll.ms ← log.roll.hours;
+// segment.jitter.ms ← log.roll.jitter.ms ← log.roll.jitter.hours; flush.ms ←
+// log.flush.interval.ms ← log.flush.scheduler.interval.ms), then to Kafka's default. A
+// negative retention in any unit is -1 (unlimited); settings whose derived topic default is
+// invalid (a retention of 0, log.roll.ms=0) are refused as Kafka refuses to start with them.
+// exactq has no dynamic broker configs, so Describe never reports sources 2 or 3, and every
+// BROKER config is read-only.
+//
+// Describe's sources and synonyms are ConfigHelper's, not the controller's: a topic config
+// lists the synonyms from its highest-priority broker synonym on, so a retention.ms that
+// comes from log.retention.hours=100 is 360000000 with source DEFAULT_CONFIG and no
+// synonyms, exactly as a Kafka 4.4 broker describes it (and kafka-topics --describe leaves
+// it out of Configs there too). Only the controller's CreateTopics answer
+// (KafkaConfigSchema) reports such a value as STATIC_BROKER_CONFIG.
 package topicconfig
