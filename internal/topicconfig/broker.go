@@ -158,14 +158,53 @@ var brokerDefs = []*Def{
 	{Name: "log.remote.copy.lag.bytes", Type: TypeLong, Default: i64(-1), validate: atLeast(-1), Valid: "[-1,...]", Doc: "Default for remote.copy.lag.bytes."},
 }
 
+// brokerSynonymOf maps a broker config to the topic config it is the default of.
+var brokerSynonymOf = func() map[string]*Def {
+	m := map[string]*Def{}
+	for _, d := range defs {
+		for _, s := range d.Synonyms {
+			m[s.Name] = d
+		}
+	}
+	return m
+}()
+
 var brokerDefsByName = func() map[string]*Def {
 	m := make(map[string]*Def, len(brokerDefs))
 	for _, d := range brokerDefs {
-		d.ReadOnly = true // exactq has no dynamic broker configs yet
+		// exactq has no dynamic broker configs: IncrementalAlterConfigs and AlterConfigs
+		// refuse a BROKER resource, so every broker config is read-only, even those Kafka
+		// can change at runtime.
+		d.ReadOnly = true
+		// The broker settings exactq reads itself are honoured; a broker synonym is honoured
+		// exactly when its topic config is.
+		d.Honoured = true
+		if t := brokerSynonymOf[d.Name]; t != nil {
+			d.Honoured = t.Honoured
+		}
 		m[d.Name] = d
 	}
 	return m
 }()
+
+// checkHonoured refuses a broker setting exactq would not act on: the default of a topic
+// config exactq only stores and describes (log.preallocate, min.insync.replicas,
+// log.flush.interval.messages, ...). Kafka's own default is accepted, since it changes
+// nothing.
+func checkHonoured(d *Def, canonical string) *Error {
+	if d.Honoured || (d.Default != nil && canonical == *d.Default) {
+		return nil
+	}
+	return invalidConfig("%s is not honoured by exactq: it is the broker default of the topic config %s, which exactq does not act on; leave it unset%s",
+		d.Name, brokerSynonymOf[d.Name].Name, kafkaDefaultHint(d))
+}
+
+func kafkaDefaultHint(d *Def) string {
+	if d.Default == nil {
+		return ""
+	}
+	return " or at Kafka's default " + *d.Default
+}
 
 // LookupBroker returns the definition of a broker config exactq knows, or nil.
 func LookupBroker(name string) *Def { return brokerDefsByName[name] }
@@ -198,6 +237,9 @@ func NewBrokerDefaults(static map[string]string) (*BrokerDefaults, error) {
 		}
 		v, err := parseValid(d, raw)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkHonoured(d, format(v)); err != nil {
 			return nil, err
 		}
 		b.static[name] = format(v)

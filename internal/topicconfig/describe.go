@@ -58,7 +58,20 @@ func describeEntry(d *Def, readOnly bool, value *string, syn []kmsg.DescribeConf
 	}
 	c.ConfigType = d.Type.ConfigType()
 	if includeDocs {
-		c.Documentation = str(d.Doc)
+		c.Documentation = str(d.Doc + notHonouredNote(d))
 	}
 	return c
+}
+
+// notHonouredNote is what the documentation of a config exactq does not act on adds, so a
+// client listing configs does not take it for one that works.
+func notHonouredNote(d *Def) string {
+	switch {
+	case d.Honoured:
+		return ""
+	case brokerSynonymOf[d.Name] != nil && brokerDefsByName[d.Name] == d:
+		return " Not honoured by exactq (" + brokerSynonymOf[d.Name].Name + " is not acted on); setting it to anything but Kafka's default is refused."
+	default:
+		return " Not honoured by exactq: stored, validated and described as Kafka does, not acted on."
+	}
 }

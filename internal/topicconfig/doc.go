@@ -43,7 +43,11 @@
 // negative retention in any unit is -1 (unlimited); settings whose derived topic default is
 // invalid (a retention of 0, log.roll.ms=0) are refused as Kafka refuses to start with them.
 // exactq has no dynamic broker configs, so Describe never reports sources 2 or 3, and every
-// BROKER config is read-only.
+// BROKER config is read-only (also those Kafka can change at runtime: exactq refuses to
+// alter a BROKER resource). A broker default of a topic config exactq does not act on
+// (log.preallocate, min.insync.replicas, log.flush.*, log.roll.jitter.*, ...) is refused
+// unless it is at Kafka's default; it and its topic config are described with documentation
+// saying exactq does not honour them.
 //
 // Describe's sources and synonyms are ConfigHelper's, not the controller's: a topic config
 // lists the synonyms from its highest-priority broker synonym on, so a retention.ms that

@@ -4,6 +4,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,12 +35,7 @@ func TestBrokerSynonymValues(t *testing.T) {
 		{"roll hours", map[string]string{"log.roll.hours": "2"}, SegmentMs, 7200000},
 		{"roll ms beat hours", map[string]string{"log.roll.ms": "1000", "log.roll.hours": "2"}, SegmentMs, 1000},
 		{"jitter default", nil, SegmentJitterMs, 0},
-		{"jitter ms", map[string]string{"log.roll.jitter.ms": "123"}, SegmentJitterMs, 123},
-		{"jitter hours", map[string]string{"log.roll.jitter.hours": "3"}, SegmentJitterMs, 3 * 3600000},
-		{"jitter ms beat hours", map[string]string{"log.roll.jitter.ms": "7", "log.roll.jitter.hours": "3"}, SegmentJitterMs, 7},
 		{"flush default", nil, FlushMs, math.MaxInt64},
-		{"flush scheduler", map[string]string{"log.flush.scheduler.interval.ms": "2000"}, FlushMs, 2000},
-		{"flush interval beats scheduler", map[string]string{"log.flush.interval.ms": "500", "log.flush.scheduler.interval.ms": "2000"}, FlushMs, 500},
 	}
 	for _, c := range cases {
 		b, err := NewBrokerDefaults(c.broker)
@@ -67,9 +63,15 @@ func TestBrokerSynonymsRefused(t *testing.T) {
 		{map[string]string{"log.retention.minutes": "0"}, "log.retention.ms must be unlimited (-1) or, greater than or equal to 1"},
 		{map[string]string{"log.retention.hours": "0"}, "log.retention.ms must be unlimited (-1) or, greater than or equal to 1"},
 		{map[string]string{"log.roll.ms": "0"}, "Invalid value 0 for configuration segment.ms: Value must be at least 1"},
-		{map[string]string{"log.roll.jitter.ms": "-1"}, "Invalid value -1 for configuration segment.jitter.ms: Value must be at least 0"},
-		{map[string]string{"log.flush.interval.ms": "-1"}, "Invalid value -1 for configuration flush.ms: Value must be at least 0"},
 		{map[string]string{"log.roll.hours": "0"}, "Invalid value 0 for configuration log.roll.hours: Value must be at least 1"},
+		// Broker defaults of topic configs exactq does not act on: refused unless at Kafka's
+		// default, rather than accepted and ignored.
+		{map[string]string{"log.roll.jitter.ms": "123"}, "log.roll.jitter.ms is not honoured by exactq: it is the broker default of the topic config segment.jitter.ms, which exactq does not act on; leave it unset"},
+		{map[string]string{"log.roll.jitter.hours": "3"}, "log.roll.jitter.hours is not honoured by exactq: it is the broker default of the topic config segment.jitter.ms, which exactq does not act on; leave it unset or at Kafka's default 0"},
+		{map[string]string{"log.flush.interval.ms": "500"}, "log.flush.interval.ms is not honoured by exactq: it is the broker default of the topic config flush.ms, which exactq does not act on; leave it unset"},
+		{map[string]string{"log.flush.scheduler.interval.ms": "2000"}, "log.flush.scheduler.interval.ms is not honoured by exactq: it is the broker default of the topic config flush.ms, which exactq does not act on; leave it unset or at Kafka's default 9223372036854775807"},
+		{map[string]string{"min.insync.replicas": "2"}, "min.insync.replicas is not honoured by exactq: it is the broker default of the topic config min.insync.replicas, which exactq does not act on; leave it unset or at Kafka's default 1"},
+		{map[string]string{"log.preallocate": "true"}, "log.preallocate is not honoured by exactq: it is the broker default of the topic config preallocate, which exactq does not act on; leave it unset or at Kafka's default false"},
 	}
 	for _, c := range cases {
 		_, err := NewBrokerDefaults(c.broker)
@@ -80,6 +82,10 @@ func TestBrokerSynonymsRefused(t *testing.T) {
 		if e, ok := err.(*Error); !ok || e.Message != c.msg {
 			t.Errorf("%v: %v, want %q", c.broker, err, c.msg)
 		}
+	}
+	// Kafka's own default changes nothing, so it is accepted.
+	if _, err := NewBrokerDefaults(map[string]string{"min.insync.replicas": "1", "log.roll.jitter.hours": "0", "log.preallocate": "false"}); err != nil {
+		t.Fatalf("Kafka's defaults refused: %v", err)
 	}
 	// Only the retention that decides is checked: Kafka has no validator on
 	// log.retention.hours itself, so 0 there is fine while log.retention.ms is set.
@@ -127,12 +133,7 @@ func TestDescribeTopicSynonyms(t *testing.T) {
 		{"segment.ms from roll ms", map[string]string{"log.roll.ms": "1000"}, nil, SegmentMs, "1000", static, []syn{
 			{"log.roll.ms", "1000", static}, {"log.roll.hours", "168", dflt}}},
 		{"segment.jitter.ms at default", nil, nil, SegmentJitterMs, "0", dflt, nil},
-		{"segment.jitter.ms from jitter ms", map[string]string{"log.roll.jitter.ms": "123"}, nil, SegmentJitterMs, "123", static, []syn{
-			{"log.roll.jitter.ms", "123", static}, {"log.roll.jitter.hours", "0", dflt}}},
 		{"flush.ms at default", nil, nil, FlushMs, maxLong, dflt, nil},
-		{"flush.ms from interval", map[string]string{"log.flush.interval.ms": "500"}, nil, FlushMs, "500", static, []syn{
-			{"log.flush.interval.ms", "500", static}, {"log.flush.scheduler.interval.ms", maxLong, dflt}}},
-		{"flush.ms from scheduler", map[string]string{"log.flush.scheduler.interval.ms": "2000"}, nil, FlushMs, "2000", dflt, nil},
 		{"single synonym set", map[string]string{"log.segment.bytes": "2097152"}, nil, SegmentBytes, "2097152", static, []syn{
 			{"log.segment.bytes", "2097152", static}, {"log.segment.bytes", "1073741824", dflt}}},
 		{"single synonym overridden", map[string]string{"log.segment.bytes": "2097152"}, Set{SegmentBytes: "3145728"}, SegmentBytes, "3145728", topic, []syn{
@@ -150,5 +151,48 @@ func TestDescribeTopicSynonyms(t *testing.T) {
 		if *e.Value != c.value || e.Source != c.source || !reflect.DeepEqual(syns(e), c.syns) || e.ReadOnly {
 			t.Errorf("%s: %s = %s from %d, synonyms %v; want %s from %d, %v", c.name, c.config, *e.Value, e.Source, syns(e), c.value, c.source, c.syns)
 		}
+	}
+}
+
+// TestNotHonouredDescribed: a config exactq does not act on is never described as if it
+// worked. Its documentation says so, for a topic and for the broker default behind it; the
+// ones exactq acts on say nothing of the kind. Every broker config is read-only (exactq
+// refuses dynamic broker configs).
+func TestNotHonouredDescribed(t *testing.T) {
+	const note = "Not honoured by exactq"
+	for _, c := range Describe(nil, nil, nil, false, true) {
+		d := Lookup(c.Name)
+		if got := strings.Contains(*c.Documentation, note); got == d.Honoured {
+			t.Errorf("topic %s: honoured=%v, documentation %q", c.Name, d.Honoured, *c.Documentation)
+		}
+	}
+	seen := 0
+	for _, c := range KafkaDefaults().DescribeBroker(nil, false, true) {
+		d := LookupBroker(c.Name)
+		if !c.ReadOnly {
+			t.Errorf("broker %s not read-only", c.Name)
+		}
+		if got := strings.Contains(*c.Documentation, note); got == d.Honoured {
+			t.Errorf("broker %s: honoured=%v, documentation %q", c.Name, d.Honoured, *c.Documentation)
+		}
+		if td := brokerSynonymOf[c.Name]; td != nil && td.Honoured != d.Honoured {
+			t.Errorf("broker %s: honoured=%v, its topic config %s honoured=%v", c.Name, d.Honoured, td.Name, td.Honoured)
+		}
+		if !d.Honoured {
+			seen++
+		}
+	}
+	for _, name := range []string{"log.preallocate", "log.flush.interval.messages", "min.insync.replicas", "log.roll.jitter.hours"} {
+		if LookupBroker(name).Honoured {
+			t.Errorf("%s described as honoured", name)
+		}
+	}
+	for _, name := range []string{"log.retention.hours", "log.roll.ms", "log.segment.bytes", "compression.type", "num.partitions"} {
+		if !LookupBroker(name).Honoured {
+			t.Errorf("%s described as not honoured", name)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no broker config described as not honoured")
 	}
 }
