@@ -498,6 +498,24 @@ func (b *BrokerDefaults) synonymValue(d *Def) (any, bool) {
 	return nil, false
 }
 
+// controllerSynonymValue is the first set broker synonym of d as Kafka's controller reports
+// it: the value as the operator wrote it (canonical form), multiplied into the topic's unit,
+// with no clamp of negative retentions. d must have a set synonym; b must not be nil.
+func (b *BrokerDefaults) controllerSynonymValue(d *Def) string {
+	for _, s := range d.Synonyms {
+		raw, ok := b.static[s.Name]
+		if !ok {
+			continue
+		}
+		if s.Factor == 1 {
+			return raw
+		}
+		n, _ := strconv.ParseInt(raw, 10, 64)
+		return strconv.FormatInt(n*s.Factor, 10)
+	}
+	panic("topicconfig: " + d.Name + " has no broker synonym set")
+}
+
 // convert widens a broker value to the topic config's type (log.roll.hours is an INT, but
 // segment.ms is a LONG).
 func convert(v any, t Type) any {

@@ -75,3 +75,42 @@ func notHonouredNote(d *Def) string {
 		return " Not honoured by exactq: stored, validated and described as Kafka does, not acted on."
 	}
 }
+
+// CreateTopicsConfigs is the config list a CreateTopics v5+ response carries for a new topic,
+// as Kafka 4.4's controller builds it (KafkaConfigSchema.resolveEffectiveTopicConfig), which
+// differs from Describe: no synonyms, ReadOnly false, and a value from a broker synonym is
+// STATIC_BROKER_CONFIG even when it is not the highest-priority one, so retention.ms under
+// log.retention.hours=100 is 360000000 from STATIC_BROKER_CONFIG here but DEFAULT_CONFIG in
+// DescribeConfigs. The controller converts the synonym's value as written, without the
+// broker's clamp: log.retention.hours=-1 is reported as -3600000 here, though the topic's
+// retention is -1 (unlimited) and Describe shows -1. Internal configs are listed only when
+// set; sensitive values are null. Sorted by name.
+func CreateTopicsConfigs(overrides Set, broker *BrokerDefaults) []kmsg.CreateTopicsResponseTopicConfig {
+	broker = broker.orDefault()
+	r := Resolve(overrides, broker)
+	var out []kmsg.CreateTopicsResponseTopicConfig
+	for _, d := range sortedDefs {
+		_, overridden := overrides[d.Name]
+		if d.Internal && !overridden {
+			continue
+		}
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name, c.IsSensitive, c.Source = d.Name, d.sensitive(), int8(kmsg.ConfigSourceDefaultConfig)
+		var value *string
+		if v, ok := r.Value(d.Name); ok {
+			value = str(v)
+		}
+		switch r.Source(d.Name) {
+		case kmsg.ConfigSourceDynamicTopicConfig:
+			c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
+		case kmsg.ConfigSourceStaticBrokerConfig:
+			c.Source = int8(kmsg.ConfigSourceStaticBrokerConfig)
+			value = str(broker.controllerSynonymValue(d))
+		}
+		if !c.IsSensitive {
+			c.Value = value
+		}
+		out = append(out, c)
+	}
+	return out
+}

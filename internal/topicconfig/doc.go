@@ -1,9 +1,9 @@
 // Package topicconfig is Kafka's topic configuration as exactq serves it: the table of every
 // Kafka 4.4 topic config (type, default, broker synonyms, validator, docs), validation with
 // Kafka's error messages, resolution of a topic's effective values against the broker's
-// static settings, DescribeConfigs entries for TOPIC and BROKER resources, the
-// IncrementalAlterConfigs / AlterConfigs / CreateTopics config operations, and Kafka's topic
-// name rules. It is pure: no I/O, no clock, no goroutines.
+// static settings, DescribeConfigs entries for TOPIC and BROKER resources and the configs a
+// CreateTopics response carries, the IncrementalAlterConfigs / AlterConfigs / CreateTopics
+// config operations, and Kafka's topic name rules. It is pure: no I/O, no clock, no goroutines.
 //
 // Facts come from Apache Kafka 4.4: LogConfig.java (the topic ConfigDef),
 // TopicConfig.java, ServerLogConfigs.java, ServerTopicConfigSynonyms.java (fallback
@@ -54,5 +54,6 @@
 // comes from log.retention.hours=100 is 360000000 with source DEFAULT_CONFIG and no
 // synonyms, exactly as a Kafka 4.4 broker describes it (and kafka-topics --describe leaves
 // it out of Configs there too). Only the controller's CreateTopics answer
-// (KafkaConfigSchema) reports such a value as STATIC_BROKER_CONFIG.
+// (KafkaConfigSchema), which CreateTopicsConfigs gives, reports such a value as
+// STATIC_BROKER_CONFIG.
 package topicconfig

@@ -196,3 +196,56 @@ func TestNotHonouredDescribed(t *testing.T) {
 		t.Fatal("no broker config described as not honoured")
 	}
 }
+
+// TestCreateTopicsConfigs is the CreateTopics answer's config list as Kafka 4.4's controller
+// gives it (the shapes of PlaintextAdminIntegrationTest's create-topics-with-broker-defaults
+// test): a value from any broker synonym, converted, is STATIC_BROKER_CONFIG; Kafka's
+// default is DEFAULT_CONFIG; the topic's own is DYNAMIC_TOPIC_CONFIG; never read-only.
+func TestCreateTopicsConfigs(t *testing.T) {
+	b, err := NewBrokerDefaults(map[string]string{"log.retention.hours": "100", "log.roll.hours": "2", "message.max.bytes": "2000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := CreateTopicsConfigs(Set{IndexIntervalBytes: "9999999"}, b)
+	type entry struct {
+		value  string
+		source kmsg.ConfigSource
+	}
+	got := map[string]entry{}
+	for i, c := range cs {
+		if c.ReadOnly || c.Value == nil {
+			t.Fatalf("%s: read-only %v, value %v", c.Name, c.ReadOnly, c.Value)
+		}
+		if i > 0 && cs[i-1].Name >= c.Name {
+			t.Fatal("not sorted")
+		}
+		got[c.Name] = entry{*c.Value, kmsg.ConfigSource(c.Source)}
+	}
+	want := map[string]entry{
+		CleanupPolicy:      {"delete", kmsg.ConfigSourceDefaultConfig},
+		RetentionMs:        {"360000000", kmsg.ConfigSourceStaticBrokerConfig},
+		SegmentMs:          {"7200000", kmsg.ConfigSourceStaticBrokerConfig},
+		MaxMessageBytes:    {"2000000", kmsg.ConfigSourceStaticBrokerConfig},
+		IndexIntervalBytes: {"9999999", kmsg.ConfigSourceDynamicTopicConfig},
+		SegmentJitterMs:    {"0", kmsg.ConfigSourceDefaultConfig},
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s = %+v, want %+v", name, got[name], w)
+		}
+	}
+	if _, ok := got[InternalSegmentBytes]; ok || len(cs) != len(Describe(nil, b, nil, false, false)) {
+		t.Fatalf("%d entries, internal listed %v", len(cs), ok)
+	}
+	// The controller converts without the broker's clamp (Kafka's own inconsistency): the
+	// retention acted on and described is -1, the CreateTopics answer says -3600000.
+	unlimited, _ := NewBrokerDefaults(map[string]string{"log.retention.hours": "-1"})
+	for _, c := range CreateTopicsConfigs(nil, unlimited) {
+		if c.Name == RetentionMs && (*c.Value != "-3600000" || c.Source != int8(kmsg.ConfigSourceStaticBrokerConfig)) {
+			t.Fatalf("retention.ms = %s from %d", *c.Value, c.Source)
+		}
+	}
+	if r := Resolve(nil, unlimited); r.Long(RetentionMs) != -1 {
+		t.Fatalf("retention acted on = %d", r.Long(RetentionMs))
+	}
+}
