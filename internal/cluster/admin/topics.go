@@ -291,13 +291,7 @@ func (c *creation) checkRequestTopic(rt kmsg.CreateTopicsRequestTopic, seen map[
 
 // createTopicsConfigs is the config list CreateTopics v5+ returns for a new topic.
 func createTopicsConfigs(overrides map[string]string, defaults *topicconfig.BrokerDefaults) []kmsg.CreateTopicsResponseTopicConfig {
-	var out []kmsg.CreateTopicsResponseTopicConfig
-	for _, c := range topicconfig.Describe(overrides, defaults, nil, false, false) {
-		rc := kmsg.NewCreateTopicsResponseTopicConfig()
-		rc.Name, rc.Value, rc.ReadOnly, rc.Source, rc.IsSensitive = c.Name, c.Value, c.ReadOnly, int8(c.Source), c.IsSensitive
-		out = append(out, rc)
-	}
-	return out
+	return topicconfig.CreateTopicsConfigs(overrides, defaults)
 }
 
 // AutoCreateTopic creates a topic a client asked for in Metadata, with the default
