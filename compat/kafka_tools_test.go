@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactq/exactq/internal/await"
+	"github.com/exactq/exactq/internal/batch"
 	"github.com/exactq/exactq/internal/cluster/node/nodetest"
 	"github.com/exactq/exactq/internal/testbroker"
 )
@@ -235,8 +238,7 @@ func awaitEmpty(t *testing.T, tool func(args ...string) string, group string) {
 
 // TestKafkaTools runs Apache Kafka 4.4's own command-line tools, each as the Java main
 // class its shell script starts, against one exactq broker, and checks the parts of their
-// output a user reads. kafka-transactions abort (WriteTxnMarkers) is not here: exactq does
-// not serve that request yet.
+// output a user reads.
 func TestKafkaTools(t *testing.T) {
 	kafkaToolsClasspath(t) // skips without Java, before a broker starts
 	cfg := map[string]string{"message.max.bytes": "2000000"}
@@ -559,6 +561,43 @@ func TestKafkaTools(t *testing.T) {
 		}
 	})
 
+	t.Run("kafka-transactions abort", func(t *testing.T) {
+		const topic, txnID = "tools-hanging", "tools-hanging-id"
+		adm := newAdmin(t, tb.Addr)
+		createTopic(t, adm, topic, 1, nil)
+		pid, epoch := beginTransactionNeverEnded(t, tb.Addr, txnID, topic, "hanging")
+		lastStable := func() int64 {
+			t.Helper()
+			o, err := adm.ListCommittedOffsets(ctxFor(t, toolWait), topic)
+			if err != nil || o[topic][0].Err != nil {
+				t.Fatalf("last stable offset: %v %+v", err, o[topic][0])
+			}
+			return o[topic][0].Offset
+		}
+		if got := lastStable(); got != 0 {
+			t.Fatalf("last stable offset with the transaction open: %d, want 0", got)
+		}
+		out := tool(t, "TransactionsCommand", "describe-producers", "--topic", topic, "--partition", "0")
+		if rows := toolRows(out, strconv.FormatInt(pid, 10)); len(rows) != 1 || rows[0][1] != strconv.Itoa(int(epoch)) || rows[0][len(rows[0])-1] != "0" {
+			t.Fatalf("describe-producers, want producer %d epoch %d with a transaction from offset 0:\n%s", pid, epoch, out)
+		}
+
+		tool(t, "TransactionsCommand", "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+		if got := lastStable(); got != 2 { // the record and the abort marker
+			t.Fatalf("last stable offset after kafka-transactions abort: %d, want 2", got)
+		}
+		out = tool(t, "TransactionsCommand", "describe-producers", "--topic", topic, "--partition", "0")
+		if rows := toolRows(out, strconv.FormatInt(pid, 10)); len(rows) != 1 || rows[0][len(rows[0])-1] != "None" {
+			t.Fatalf("describe-producers after the abort, want no open transaction:\n%s", out)
+		}
+		// read_committed now reads past the aborted records to one produced after them.
+		produceN(t, topic, 1)
+		got := consumeExactly(t, tb.Addr, topic, 1, 1, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		if string(got[0].Value) != topic+"-000" || got[0].Offset != 2 {
+			t.Fatalf("read_committed after the abort read %q at %d, want %s-000 at 2", got[0].Value, got[0].Offset, topic)
+		}
+	})
+
 	t.Run("kafka-log-dirs", func(t *testing.T) {
 		const topic = "tools-logdirs"
 		createTopic(t, newAdmin(t, tb.Addr), topic, 2, nil)
@@ -608,4 +647,46 @@ func TestKafkaTools(t *testing.T) {
 			mustContain(t, "describe", out, `(?m)^Feature: `+f+`\s+SupportedMinVersion: 0\s+SupportedMaxVersion: [1-9]\s+FinalizedVersionLevel: [1-9]\s+Epoch: \d+\s*$`)
 		}
 	})
+}
+
+// beginTransactionNeverEnded starts a transaction with raw requests, as a producer that
+// hangs or dies would (InitProducerId, then one transactional batch the coordinator adds
+// the partition for, KIP-890), and never ends it. It returns the producer id and epoch.
+func beginTransactionNeverEnded(t *testing.T, addr, txnID, topic, value string) (int64, int16) {
+	t.Helper()
+	ctx := ctxFor(t, toolWait)
+	cl := newClient(t, addr)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID = &txnID
+	init.TransactionTimeoutMillis = 600_000 // the coordinator must not abort it itself meanwhile
+	ir, err := init.RequestWith(ctx, cl)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v %+v", err, ir)
+	}
+	h := batch.NoProducer(0, time.Now().UnixMilli())
+	h.ProducerID, h.ProducerEpoch, h.BaseSequence = ir.ProducerID, ir.ProducerEpoch, 0
+	h.Attributes = batch.AttrTransactional
+	rec := kmsg.NewRecord()
+	rec.Value = []byte(value)
+	raw, err := batch.Encode(nil, h, []kmsg.Record{rec}, batch.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := kmsg.NewPtrProduceRequest()
+	produce.Acks, produce.TimeoutMillis, produce.TransactionID = -1, 5000, &txnID
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, md.Topics[topic].ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = raw
+	rt.Partitions = append(rt.Partitions, rp)
+	produce.Topics = append(produce.Topics, rt)
+	pr, err := produce.RequestWith(ctx, cl)
+	if err != nil || pr.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("transactional produce: %v %+v", err, pr)
+	}
+	return ir.ProducerID, ir.ProducerEpoch
 }

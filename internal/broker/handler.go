@@ -35,6 +35,7 @@ var implemented = []int16{
 	24, // AddPartitionsToTxn
 	25, // AddOffsetsToTxn
 	26, // EndTxn
+	27, // WriteTxnMarkers
 	28, // TxnOffsetCommit
 	32, // DescribeConfigs
 	33, // AlterConfigs
@@ -144,6 +145,8 @@ func (b *Broker) Handle(ctx context.Context, req *server.Request) server.Reply {
 		return b.handleDescribeQuorum(ctx, req, r)
 	case *kmsg.DescribeProducersRequest:
 		return b.handleDescribeProducers(req, r)
+	case *kmsg.WriteTxnMarkersRequest:
+		return b.handleWriteTxnMarkers(ctx, req, r)
 	case *kmsg.DescribeLogDirsRequest:
 		return b.handleDescribeLogDirs(req, r)
 	case *kmsg.AddPartitionsToTxnRequest:

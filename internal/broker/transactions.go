@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,6 +85,22 @@ type TopicPartition struct {
 // (its topic was deleted) is skipped without error, as Kafka's marker writer does. On an
 // internal partition, the owning coordinator is told after the marker is durable.
 func (b *Broker) WriteMarkers(ctx context.Context, pid int64, epoch int16, commit bool, coordinatorEpoch int32, parts []TopicPartition) map[TopicPartition]error {
+	return b.writeMarkers(ctx, txnMarker{pid: pid, epoch: epoch, commit: commit, coordinatorEpoch: coordinatorEpoch}, parts)
+}
+
+// txnMarker is one transaction marker: what a WriteTxnMarkers entry or this node's own
+// transaction coordinator asks a partition to append.
+type txnMarker struct {
+	pid              int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+	// transactionVersion is the WriteTxnMarkers (v2+) field; from 2 the epoch check is
+	// strict (see checkMarkerEpoch). 0 for this node's own coordinator's markers.
+	transactionVersion int8
+}
+
+func (b *Broker) writeMarkers(ctx context.Context, m txnMarker, parts []TopicPartition) map[TopicPartition]error {
 	errs := map[TopicPartition]error{}
 	type written struct {
 		tp  TopicPartition
@@ -100,12 +117,12 @@ func (b *Broker) WriteMarkers(ctx context.Context, pid int64, epoch int16, commi
 			// KIP-1289: the share-state store resolves the transaction's staged
 			// acknowledgements at the marker's position in the log (durable before the
 			// marker is answered).
-			if err := b.applyShareStateMarker(ctx, p, pid, epoch, commit, coordinatorEpoch); err != nil {
+			if err := b.applyShareStateTxnMarker(ctx, p, m); err != nil {
 				errs[tp] = err
 			}
 			continue
 		}
-		end, err := p.appendMarker(pid, epoch, commit, coordinatorEpoch, b.now().UnixMilli())
+		end, err := p.appendMarker(m, b.now().UnixMilli())
 		if err != nil {
 			errs[tp] = err
 			continue
@@ -118,7 +135,7 @@ func (b *Broker) WriteMarkers(ctx context.Context, pid int64, epoch int16, commi
 			continue
 		}
 		if fn := b.markerListener(w.p.topic.name); fn != nil {
-			fn(w.p.index, pid, commit)
+			fn(w.p.index, m.pid, m.commit)
 		}
 	}
 	return errs
@@ -136,9 +153,13 @@ func (b *Broker) markerListener(topic string) func(partition int32, pid int64, c
 
 // appendMarker writes one control batch and closes the producer's transaction on this
 // partition. It returns the offset after the marker.
-func (p *partition) appendMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (int64, error) {
+func (p *partition) appendMarker(m txnMarker, nowMs int64) (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.checkMarkerEpoch(m); err != nil {
+		return 0, err
+	}
+	pid, epoch, commit, coordinatorEpoch := m.pid, m.epoch, m.commit, m.coordinatorEpoch
 	if err := p.producers.CheckMarker(pid, epoch, coordinatorEpoch); err != nil {
 		return 0, kerrWrap(producerstate.KafkaCode(err), err)
 	}
@@ -152,6 +173,27 @@ func (p *partition) appendMarker(pid int64, epoch int16, commit bool, coordinato
 		p.noteCompleted(done)
 	}
 	return first + 1, nil
+}
+
+// checkMarkerEpoch is Kafka 4.4's stricter epoch rule for markers of transaction version 2
+// (ProducerAppendInfo.checkProducerEpoch): the coordinator bumps the epoch before it writes
+// them, so a marker at or below the producer's epoch here is late or duplicated
+// (INVALID_PRODUCER_EPOCH), except the retry of one already written: the same epoch with
+// no transaction open (KAFKA-19999). Older versions keep CheckMarker's "not below" rule.
+// Called with p.mu held.
+func (p *partition) checkMarkerEpoch(m txnMarker) error {
+	if m.transactionVersion < 2 {
+		return nil
+	}
+	e, ok := p.producers.Producer(m.pid)
+	if !ok || m.epoch > e.Epoch {
+		return nil
+	}
+	if m.epoch == e.Epoch && (e.CurrentTxnFirstOffset == producerstate.NoOffset || m.epoch == math.MaxInt16) {
+		return nil
+	}
+	return kerrWrap(kerr.InvalidProducerEpoch.Code, fmt.Errorf("marker epoch %d of producer %d is at or below the last seen epoch %d (transaction version %d)",
+		m.epoch, m.pid, e.Epoch, m.transactionVersion))
 }
 
 // checkTransactional decides whether a transactional batch may be appended: the producer
@@ -196,8 +238,12 @@ type txnVerifierBox struct{ txnVerifier }
 // applyShareStateMarker writes a marker on a __share_group_state partition through the
 // share stack, which appends it (durably) and resolves the staged records in the same step.
 func (b *Broker) applyShareStateMarker(ctx context.Context, p *partition, pid int64, epoch int16, commit bool, coordinatorEpoch int32) error {
+	return b.applyShareStateTxnMarker(ctx, p, txnMarker{pid: pid, epoch: epoch, commit: commit, coordinatorEpoch: coordinatorEpoch})
+}
+
+func (b *Broker) applyShareStateTxnMarker(ctx context.Context, p *partition, m txnMarker) error {
 	appendMarker := func(ctx context.Context) error {
-		end, err := p.appendMarker(pid, epoch, commit, coordinatorEpoch, b.now().UnixMilli())
+		end, err := p.appendMarker(m, b.now().UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -207,7 +253,7 @@ func (b *Broker) applyShareStateMarker(ctx context.Context, p *partition, pid in
 	if err != nil {
 		return err
 	}
-	return s.fetch.ApplyMarker(ctx, p.index, pid, epoch, commit, appendMarker)
+	return s.fetch.ApplyMarker(ctx, p.index, m.pid, m.epoch, m.commit, appendMarker)
 }
 
 // txnShareAckKey is the API key of TxnShareAcknowledge, or -1 when the feature is off.
