@@ -207,6 +207,7 @@ type producerIDs struct {
 	// background fetch runs; closed stops new ones (close waits for the running one).
 	pending    *[2]int64
 	fetching   bool
+	fetched    *sync.Cond // on mu: a background fetch ended (fetching went false)
 	closed     bool
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -222,7 +223,9 @@ const producerIDPrefetchAt = producerIDBlock / 10
 // openProducerIDs starts with no block; reserveFirst then gets one.
 func openProducerIDs(b *Broker, im *metadata.Image) *producerIDs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &producerIDs{b: b, next: im.ProducerIDs.Next, limit: im.ProducerIDs.Next, ctx: ctx, cancel: cancel}
+	p := &producerIDs{b: b, next: im.ProducerIDs.Next, limit: im.ProducerIDs.Next, ctx: ctx, cancel: cancel}
+	p.fetched = sync.NewCond(&p.mu)
+	return p
 }
 
 // reserveFirst reserves the first block at start-up. A failure (a full disk) does not stop
@@ -285,6 +288,7 @@ func (p *producerIDs) prefetch() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.fetching = false
+		defer p.fetched.Broadcast()
 		if err != nil {
 			if !p.closed {
 				p.b.logger.Warn("fetching the next producer-id block; the block in use runs out first", "err", err)
@@ -310,11 +314,20 @@ func (p *producerIDs) close() {
 func (p *producerIDs) allocate() (int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.next >= p.limit {
-		if b := p.pending; b != nil {
+	for p.next >= p.limit {
+		switch {
+		case p.pending != nil:
+			b := p.pending
 			p.next, p.limit, p.pending = b[0], b[1], nil
-		} else if err := p.reserve(); err != nil {
-			return -1, err
+		case p.fetching:
+			// The next block is on its way: wait for it rather than reserve another
+			// beside it, which would come after it and leave the ids it hands out
+			// below those already issued (ids must only grow, as from one block).
+			p.fetched.Wait()
+		default:
+			if err := p.reserve(); err != nil {
+				return -1, err
+			}
 		}
 	}
 	id := p.next
