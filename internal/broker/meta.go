@@ -101,11 +101,17 @@ func loadOrCreateMeta(dir string, nodeID int32) (metaProperties, error) {
 	}
 }
 
-// newClusterID makes a Kafka-style cluster id: a random UUID in URL-safe base64.
+// newClusterID makes a Kafka-style cluster id: a random UUID in URL-safe base64 that, as
+// Kafka's Uuid.randomUuid, never starts with '-' (command lines, kafka-storage's among
+// them, would read it as an option).
 func newClusterID() string {
-	var u [16]byte
-	rand.Read(u[:])
-	return base64.RawURLEncoding.EncodeToString(u[:])
+	for {
+		var u [16]byte
+		rand.Read(u[:])
+		if id := base64.RawURLEncoding.EncodeToString(u[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 func newUUID() [16]byte {

@@ -382,11 +382,17 @@ func log4jConfig(file string) string {
 }
 
 // clusterID is a random KRaft cluster id (16 bytes, URL-safe base64 without padding, as
-// kafka-storage.sh random-uuid prints).
+// kafka-storage.sh random-uuid prints). Like Kafka's Uuid.randomUuid it never starts with
+// '-': kafka-storage's argument parser takes such a value for an option and fails the
+// format ("argument --cluster-id/-t: expected one argument"), one run in 64.
 func clusterID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	return base64.RawURLEncoding.EncodeToString(u[:])
+	for {
+		var u [16]byte
+		_, _ = rand.Read(u[:])
+		if id := base64.RawURLEncoding.EncodeToString(u[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // freePorts asks the kernel for n free loopback ports (a small race with other processes
